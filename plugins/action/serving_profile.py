@@ -1,0 +1,105 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin: validate a serving profile and plan every rank, on the controller only."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import (
+    HEAD_GROUP,
+    WORKERS_GROUP,
+    build_plan,
+    hosts_from_inventory,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
+
+ARGUMENT_SPEC = {
+    "src": {"type": "path", "required": True},
+    "shape": {"type": "str"},
+    "hosts": {"type": "list", "elements": "str"},
+    "head_group": {"type": "str", "default": HEAD_GROUP},
+    "workers_group": {"type": "str", "default": WORKERS_GROUP},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        started = time.perf_counter()
+        src = self._resolve(args["src"])
+        result["changed"] = False
+        try:
+            profile = load_profile(src)
+            shape = select_shape(profile, args["shape"])
+            hosts, both = hosts_from_inventory(
+                task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+            )
+            wanted = args["hosts"]
+            if wanted is None:
+                play_hosts = set(task_vars.get("ansible_play_hosts_all", []))
+                wanted = [h.name for h in hosts if h.name in play_hosts]
+            selected = [h for h in hosts if h.name in set(wanted)]
+            unknown = sorted(set(wanted) - {h.name for h in hosts})
+            if unknown:
+                result.update(
+                    failed=True,
+                    msg=f"hosts not in {args['head_group']} or {args['workers_group']}: " + ", ".join(unknown),
+                )
+                return result
+            plan = (
+                build_plan(profile, shape, selected, (args["head_group"], args["workers_group"]), both)
+                if selected
+                else None
+            )
+        except ProfileError as exc:
+            result.update(
+                failed=True,
+                msg=format_problems(
+                    exc.problems,
+                    f"{src}: the profile or its plan has {len(exc.problems)} problem(s); nothing was touched:",
+                ),
+                problems=[p.as_dict() for p in exc.problems + exc.warnings],
+            )
+            return result
+        warnings = plan["warnings"] if plan else [w.render() for w in profile.warnings]
+        for warning in warnings:
+            self._display.warning(warning)
+        result.update(
+            src=src,
+            profile_sha256=profile.sha256,
+            shape=shape,
+            shapes=profile.shape_names,
+            profile=profile.data,
+            plan=plan,
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+            msg=(
+                f"profile valid ({len(profile.shape_names)} shapes); "
+                + (
+                    f"{shape}: planned {plan['nodes']} ranks, head {plan['head']}"
+                    if plan
+                    else f"no hosts of {args['head_group']}/{args['workers_group']} in this play, so no plan"
+                )
+            ),
+        )
+        return result
+
+    def _resolve(self, src: str) -> str:
+        if os.path.isabs(src) or os.path.exists(src):
+            return os.path.abspath(src)
+        try:
+            return self._find_needle("files", src)
+        except Exception:  # noqa: BLE001 - not found anywhere: report the path as given
+            return src

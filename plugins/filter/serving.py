@@ -1,0 +1,37 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters for the pieces of a plan users want on their own. Documentation: the .yml file of each filter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
+
+
+def _checked(function: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except ProfileError as exc:
+            raise AnsibleFilterError(
+                f"dgxspark.cluster.{function.__name__}: " + format_problems(exc.problems)
+            ) from None
+
+    wrapper.__name__ = function.__name__
+    wrapper.__doc__ = function.__doc__
+    return wrapper
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "nccl_environment": _checked(_api.nccl_environment),
+            "container_ulimits": _checked(_api.container_ulimits),
+            "rank_argv": _checked(_api.rank_argv),
+            "memory_budget": _checked(_api.memory_budget),
+        }

@@ -1,0 +1,147 @@
+#!/usr/bin/python
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the serving_profile action plugin (it runs on the controller)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: serving_profile
+short_description: Validate a DGX Spark serving profile and plan every rank's container
+version_added: 0.1.0
+description:
+  - Loads a serving profile (JSON, schema_version 2, the format of seed 000's C(serving-profile.json)), checks all
+    of it and, given the cluster's hosts, renders what every rank will run (the C(docker run) argv, environment and
+    limits), then compares the settings every rank must share.
+  - Every problem is reported at once, each with the file, the JSON path (or the host and variable), the value found
+    and the value expected. Nothing on any host is contacted or changed; the task is safe under C(--check).
+  - Ad hoc, it validates a profile without hosts, for example
+    C(ansible localhost -m dgxspark.cluster.serving_profile -a 'src=inventories/spark3/serving-profile.json').
+  - Runs on the controller only, as an action plugin.
+author:
+  - dgxspark.cluster contributors
+options:
+  src:
+    description:
+      - Path of the serving profile. A relative path is looked up from the current directory, then in the play's
+        C(files/) search path.
+    type: path
+    required: true
+  shape:
+    description:
+      - Shape to validate for and plan. Defaults to the profile's C(default_shape).
+    type: str
+  hosts:
+    description:
+      - Hosts to plan for. Defaults to the hosts of O(head_group) and O(workers_group) that are in the current play,
+        so an ad hoc run on C(localhost) only validates.
+      - Each host needs C(dgxspark_rank) and C(dgxspark_fabric_address), and may set C(dgxspark_overrides).
+    type: list
+    elements: str
+  head_group:
+    description: Inventory group holding the head (rank 0).
+    type: str
+    default: dgxspark_head
+  workers_group:
+    description: Inventory group holding the workers (ranks 1..N-1).
+    type: str
+    default: dgxspark_workers
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same under C(--check).
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+    description: Runs on the controller.
+seealso:
+  - name: Serving profile reference
+    description: Every key of the profile, with where its numbers come from.
+    link: https://github.com/dgxspark/cluster/blob/main/docs/profile.md
+notes:
+  - Only the controller is involved; the hosts' variables come from the inventory.
+"""
+
+EXAMPLES = r"""
+- name: Validate the profile and plan every rank of the chosen shape
+  dgxspark.cluster.serving_profile:
+    src: "{{ dgxspark_profile }}"
+    shape: "{{ dgxspark_shape | default(omit) }}"
+    hosts: "{{ groups['dgxspark_head'] + groups['dgxspark_workers'] }}"
+  register: serving
+  delegate_to: localhost
+  run_once: true
+
+- name: Show rank 1's command
+  ansible.builtin.debug:
+    msg: "{{ serving.plan.ranks[1].argv | join(' ') }}"
+"""
+
+RETURN = r"""
+src:
+  description: The profile's path.
+  returned: success
+  type: str
+profile_sha256:
+  description: SHA-256 of the validated profile (keys sorted, defaults filled).
+  returned: success
+  type: str
+shape:
+  description: The shape validated and planned.
+  returned: success
+  type: str
+  sample: tp3-triangle
+shapes:
+  description: Every shape the profile defines.
+  returned: success
+  type: list
+  elements: str
+profile:
+  description: The profile with defaults filled in.
+  returned: success
+  type: dict
+plan:
+  description:
+    - The plan, or null when no host was given. Keys include C(shape), C(nodes), C(topology), C(head), C(workers),
+      C(master_addr), C(master_port), C(api_url), C(container_name), C(memory_budget), C(warnings) and C(ranks).
+    - Each rank has C(host), C(rank), C(role) (head or worker), C(fabric_address), C(container_name), C(image),
+      C(argv) (the complete C(docker run) command as a list), C(environment), C(ulimits), C(labels),
+      C(spec_sha256) and C(agreement) (the settings that were compared across ranks).
+  returned: success
+  type: dict
+problems:
+  description: Every problem found, each with C(severity), C(source), C(where), C(message), C(found), C(expected),
+    C(hint) and C(text).
+  returned: failure
+  type: list
+  elements: dict
+elapsed_ms:
+  description: Time spent validating and planning, in milliseconds.
+  returned: success
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "src": {"type": "path", "required": True},
+            "shape": {"type": "str"},
+            "hosts": {"type": "list", "elements": "str"},
+            "head_group": {"type": "str", "default": "dgxspark_head"},
+            "workers_group": {"type": "str", "default": "dgxspark_workers"},
+        },
+        supports_check_mode=True,
+    )
+    module.fail_json(
+        msg="dgxspark.cluster.serving_profile runs on the controller as an action plugin; "
+        "it cannot run as a module on a host"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NCCL environment for a shape, and the NCCL settings known to be wrong on GB10."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import TRANSPORTS
+
+# GB10 has no NVLink, so no NVLink SHARP (seed 002 section 4.1).
+GB10 = {"NCCL_NVLS_ENABLE": "0"}
+# Seed 002 section 4.3 (its TP8 compose file), for every shape on GB10.
+COMMON = {
+    "NCCL_IGNORE_CPU_AFFINITY": "1",
+    "NCCL_CUMEM_ENABLE": "0",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    "NCCL_DEBUG": "WARN",
+}
+# RoCE v2 over IPv4 on the ConnectX-7 ports (seed 002 section 4.3). NCCL_NET=IB makes NCCL fail
+# loudly instead of falling back to TCP sockets when RDMA is not there.
+ROCE = {
+    "NCCL_NET": "IB",
+    "NCCL_IB_DISABLE": "0",
+    "NCCL_IB_ROCE_VERSION_NUM": "2",
+    "NCCL_IB_ADDR_FAMILY": "AF_INET",
+    "NCCL_IB_MERGE_NICS": "0",
+    "NCCL_CROSS_NIC": "1",
+}
+# No RDMA (the simulated cluster, or a fabric without RoCE): TCP sockets only.
+SOCKET = {"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1"}
+# At 8 ranks the default 64 channels cost ~37 GB per rank; 8 channels and 1 MiB buffers bring it
+# to ~11 GB (seed 002 section 4.1 and lesson 1).
+MANY_RANKS = 8
+MANY_RANKS_ENV = {"NCCL_MAX_NCHANNELS": "8", "NCCL_BUFFSIZE": "1048576"}
+MAX_CHANNELS_AT_8 = 8
+MAX_BUFFSIZE_AT_8 = 1048576
+# On a ring without a switch only neighbours are cabled; NCCL's tree algorithm would need links
+# between non-neighbours, so the ring algorithm is pinned.
+RING = {"NCCL_ALGO": "Ring"}
+
+
+def topology_of(fabric: Mapping[str, Any]) -> str:
+    """The cabling of a shape's fabric: explicit ``topology``, else what ``transport`` implies."""
+    return str(fabric.get("topology") or TRANSPORTS[fabric["transport"]])
+
+
+def nccl_environment(
+    nodes: int,
+    fabric: Mapping[str, Any],
+    hca: Sequence[str] | None = None,
+    socket_ifname: str | None = None,
+    gid_index: int | None = None,
+) -> dict[str, str]:
+    """The NCCL environment the collection computes for a shape (before the profile's own overrides).
+
+    ``hca``, ``socket_ifname`` and ``gid_index`` default to the shape's fabric settings; node facts
+    pass what they discovered on the host.
+    """
+    net = fabric.get("nccl_net", "IB")
+    env: dict[str, str] = {**GB10, **COMMON}
+    env.update(ROCE if net == "IB" else SOCKET)
+    if nodes >= MANY_RANKS:
+        env.update(MANY_RANKS_ENV)
+    if topology_of(fabric) == "ring":
+        env.update(RING)
+    devices = list(hca if hca is not None else fabric.get("hca") or [])
+    if devices and net == "IB":
+        env["NCCL_IB_HCA"] = "=" + ",".join(devices)  # '=': exactly these, not name prefixes
+    ifname = socket_ifname if socket_ifname is not None else fabric.get("socket_ifname")
+    if ifname:
+        env["NCCL_SOCKET_IFNAME"] = ifname
+        env["GLOO_SOCKET_IFNAME"] = ifname.lstrip("=^").split(",")[0]
+    gid = gid_index if gid_index is not None else fabric.get("gid_index")
+    if gid is not None and net == "IB":
+        env["NCCL_IB_GID_INDEX"] = str(gid)
+    return env
+
+
+def _int(env: Mapping[str, str], name: str, where: str, out: Collector) -> int | None:
+    if name not in env:
+        return None
+    try:
+        return int(env[name])
+    except (TypeError, ValueError):
+        out.error(f"{where}.{name}", "not an integer", found=env[name], expected="an integer")
+        return None
+
+
+def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: str, out: Collector) -> None:
+    """Report NCCL settings known to be wrong on GB10 or inconsistent with the shape."""
+    nvls = env.get("NCCL_NVLS_ENABLE")
+    if nvls is not None and nvls != "0":
+        out.error(
+            f"{where}.NCCL_NVLS_ENABLE",
+            "NVLink SHARP cannot work on GB10 (no NVLink)",
+            found=nvls,
+            expected='"0"',
+            hint="seed 002 section 4.1",
+        )
+    channels = _int(env, "NCCL_MAX_NCHANNELS", where, out)
+    buffsize = _int(env, "NCCL_BUFFSIZE", where, out)
+    minimum = _int(env, "NCCL_MIN_NCHANNELS", where, out)
+    _int(env, "NCCL_IB_GID_INDEX", where, out)
+    if nodes >= MANY_RANKS:
+        if channels is None or channels > MAX_CHANNELS_AT_8:
+            out.error(
+                f"{where}.NCCL_MAX_NCHANNELS",
+                f"at {nodes} ranks NCCL's channels must be capped: 64 channels cost ~37 GB per rank, 8 cost ~11 GB",
+                found=env.get("NCCL_MAX_NCHANNELS"),
+                expected=f"<= {MAX_CHANNELS_AT_8}",
+                hint="seed 002 section 4.1 and lesson 1",
+            )
+        if buffsize is None or buffsize > MAX_BUFFSIZE_AT_8:
+            out.error(
+                f"{where}.NCCL_BUFFSIZE",
+                f"at {nodes} ranks NCCL's buffers must be 1 MiB to fit",
+                found=env.get("NCCL_BUFFSIZE"),
+                expected=f"<= {MAX_BUFFSIZE_AT_8}",
+                hint="seed 002 section 4.1",
+            )
+    if minimum is not None and channels is not None and minimum > channels:
+        out.error(f"{where}.NCCL_MIN_NCHANNELS", "above NCCL_MAX_NCHANNELS", found=minimum, expected=f"<= {channels}")
+    disabled = env.get("NCCL_IB_DISABLE")
+    if net == "IB" and disabled not in (None, "0"):
+        out.error(
+            f"{where}.NCCL_IB_DISABLE",
+            "RDMA disabled while the shape's fabric.nccl_net is IB",
+            found=disabled,
+            expected='"0"',
+            hint="set fabric.nccl_net to Socket for a fabric without RoCE",
+        )
+    chosen = env.get("NCCL_NET")
+    if chosen is not None and chosen != net:
+        out.error(f"{where}.NCCL_NET", "disagrees with the shape's fabric.nccl_net", found=chosen, expected=repr(net))
+    ifname = env.get("NCCL_SOCKET_IFNAME", "")
+    for name in ifname.lstrip("=^").split(","):
+        if name == "lo" or name.startswith("docker"):
+            out.error(
+                f"{where}.NCCL_SOCKET_IFNAME",
+                "a loopback or Docker bridge interface cannot reach the other nodes",
+                found=ifname,
+                expected="the fabric interfaces",
+            )

@@ -1,0 +1,433 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The plan: what every rank will run, rendered completely and compared before anything is touched.
+
+Ranks that disagree on scheduler settings hang NCCL silently until a watchdog fires, up to 30
+minutes later (vLLM PR #44718). So every rank is rendered first (argv, environment, limits), the
+settings that must be equal are read back from what was rendered, and any disagreement aborts the
+plan with the hosts and their values side by side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import check_nccl_environment, topology_of
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
+    DockerArgs,
+    Profile,
+    check_docker_args,
+    effective_container,
+    effective_docker_args,
+    select_shape,
+    shape_environment,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import HOST_OVERRIDES
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
+    SIZING_FLAGS,
+    check_serve_args,
+    has_flag,
+    parse_serve_args,
+)
+
+RANK_VAR = "dgxspark_rank"
+ADDRESS_VAR = "dgxspark_fabric_address"
+OVERRIDES_VAR = "dgxspark_overrides"
+HEAD_GROUP = "dgxspark_head"
+WORKERS_GROUP = "dgxspark_workers"
+LABEL_PREFIX = "dgxspark.cluster"
+
+# Settings each rank may have of its own; everything else that was rendered must agree.
+PER_RANK_FLAGS = frozenset({"--node-rank", "--headless", "--port", "--host"})
+PER_RANK_ENV = frozenset(
+    {
+        "NCCL_IB_HCA",
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "NCCL_IB_GID_INDEX",
+        "NCCL_DEBUG",
+        "NCCL_DEBUG_SUBSYS",
+        "NCCL_DEBUG_FILE",
+        "CUDA_VISIBLE_DEVICES",
+    }
+)
+AGREEING_ENV_PREFIXES = ("NCCL_", "VLLM_", "TORCH_NCCL_", "DSV41_")
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """A host as the inventory describes it."""
+
+    name: str
+    rank: Any = None
+    head: bool = False
+    fabric_address: Any = None
+    overrides: Any = None
+
+
+@dataclass
+class RankPlan:
+    host: str
+    rank: int
+    role: str
+    fabric_address: str
+    container_name: str
+    image: str
+    argv: list[str]
+    environment: dict[str, str]
+    ulimits: dict[str, dict[str, int]]
+    labels: dict[str, str]
+    spec_sha256: str
+    agreement: dict[str, Any] = field(default_factory=dict)
+
+
+def hosts_from_inventory(
+    hostvars: Mapping[str, Mapping[str, Any]],
+    groups: Mapping[str, Sequence[str]],
+    head_group: str = HEAD_GROUP,
+    workers_group: str = WORKERS_GROUP,
+) -> tuple[list[HostSpec], list[str]]:
+    """The head and worker hosts of an inventory with the variables the plan reads, and any host
+    that is (wrongly) in both groups."""
+    heads = list(groups.get(head_group, []))
+    workers = list(groups.get(workers_group, []))
+    hosts = [
+        HostSpec(
+            name=name,
+            rank=hostvars.get(name, {}).get(RANK_VAR),
+            head=name in heads,
+            fabric_address=hostvars.get(name, {}).get(ADDRESS_VAR),
+            overrides=hostvars.get(name, {}).get(OVERRIDES_VAR),
+        )
+        for name in heads + [w for w in workers if w not in heads]
+    ]
+    return hosts, [h for h in heads if h in workers]
+
+
+def build_plan(
+    profile: Profile,
+    shape_name: str | None,
+    hosts: Sequence[HostSpec],
+    groups: tuple[str, str] = (HEAD_GROUP, WORKERS_GROUP),
+    both_groups: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Render every rank of ``shape_name`` for ``hosts`` and check that they agree."""
+    name = select_shape(profile, shape_name)
+    shape = profile.data["shapes"][name]
+    out = Collector("inventory")
+    ranked = _check_hosts(hosts, shape["nodes"], name, groups, both_groups, out)
+    out.raise_if_errors()
+    head = next(h for h in ranked if h.rank == 0)
+    ranks = [_render_rank(profile, name, h, str(head.fabric_address), out) for h in ranked]
+    out.raise_if_errors()
+    _check_agreement(ranks, out)
+    out.raise_if_errors()
+    container = effective_container(profile.data, name)
+    return {
+        "profile_sha256": profile.sha256,
+        "source": profile.source,
+        "shape": name,
+        "nodes": shape["nodes"],
+        "topology": topology_of(shape["fabric"]),
+        "head": head.name,
+        "workers": [r.host for r in ranks if r.role == "worker"],
+        "master_addr": str(head.fabric_address),
+        "master_port": container["master_port"],
+        "api_url": f"http://{head.fabric_address}:{container['api_port']}/v1",
+        "container_name": container["name"],
+        "memory_budget": memory_budget(shape["sizing"], shape.get("memory")),
+        "ranks": [asdict(r) for r in ranks],
+        "warnings": [w.render() for w in _unique(profile.warnings + out.warnings)],
+    }
+
+
+def _unique(problems: Sequence[Problem]) -> list[Problem]:
+    seen: dict[str, Problem] = {}
+    for p in problems:
+        seen.setdefault(p.render(), p)
+    return list(seen.values())
+
+
+def _check_hosts(
+    hosts: Sequence[HostSpec],
+    nodes: int,
+    shape: str,
+    groups: tuple[str, str],
+    both_groups: Sequence[str],
+    out: Collector,
+) -> list[HostSpec]:
+    head_group, workers_group = groups
+    names = ", ".join(h.name for h in hosts) or "none"
+    for host in both_groups:
+        out.error(f"host {host}", f"in both {head_group} and {workers_group}", expected="one of the two groups")
+    if len(hosts) != nodes:
+        out.error(
+            f"groups {head_group} + {workers_group}",
+            f"shape {shape} runs on {nodes} nodes but the inventory has {len(hosts)} ({names})",
+            found=len(hosts),
+            expected=str(nodes),
+            hint="choose the shape that matches the cluster, or fix the inventory",
+        )
+    heads = [h for h in hosts if h.head]
+    if len(heads) != 1:
+        out.error(
+            f"group {head_group}",
+            "exactly one head (rank 0) is needed",
+            found=[h.name for h in heads],
+            expected="one host",
+        )
+    ranked: list[HostSpec] = []
+    by_rank: dict[int, list[str]] = {}
+    addresses: dict[str, list[str]] = {}
+    for host in hosts:
+        where = f"host {host.name}"
+        rank = _as_rank(host.rank)
+        if host.rank is None:
+            out.error(f"{where}: {RANK_VAR}", "no rank given", expected="an integer (0 for the head)")
+        elif rank is None:
+            out.error(f"{where}: {RANK_VAR}", "not a rank", found=host.rank, expected="an integer >= 0")
+        elif host.head and rank != 0:
+            out.error(f"{where}: {RANK_VAR}", "the head must be rank 0", found=rank, expected="0")
+        elif not host.head and rank == 0:
+            out.error(
+                f"{where}: {RANK_VAR}",
+                "rank 0 is the head's; this host is a worker",
+                found=rank,
+                expected=f"1..{nodes - 1}, or move the host to {head_group}",
+            )
+        if rank is not None:
+            by_rank.setdefault(rank, []).append(host.name)
+        address = _address(host.fabric_address)
+        if host.fabric_address is None:
+            out.error(f"{where}: {ADDRESS_VAR}", "no fabric address", expected="the IP peers reach this host on")
+        elif address is None:
+            out.error(
+                f"{where}: {ADDRESS_VAR}",
+                "not an IP address",
+                found=host.fabric_address,
+                expected="an IPv4 or IPv6 address",
+            )
+        else:
+            addresses.setdefault(address, []).append(host.name)
+        overrides = host.overrides
+        if overrides is not None:
+            scoped = Collector("inventory")
+            validate(HOST_OVERRIDES, overrides, scoped, f"{where}: {OVERRIDES_VAR}")
+            out.items.extend(scoped.items)
+        ranked.append(HostSpec(host.name, rank, host.head, address or host.fabric_address, overrides))
+    for rank, owners in sorted(by_rank.items()):
+        if len(owners) > 1:
+            out.error(
+                f"{RANK_VAR} {rank}", "the same rank on several hosts", found=owners, expected="one host per rank"
+            )
+    expected_ranks = set(range(len(hosts)))
+    if by_rank and set(by_rank) != expected_ranks and len(hosts) == nodes:
+        missing = sorted(expected_ranks - set(by_rank))
+        extra = sorted(set(by_rank) - expected_ranks)
+        out.error(
+            RANK_VAR,
+            "ranks must be 0..N-1 with none missing",
+            found=sorted(by_rank),
+            expected=f"{sorted(expected_ranks)} (missing {missing}, out of range {extra})",
+        )
+    for address, owners in addresses.items():
+        if len(owners) > 1:
+            out.error(
+                f"{ADDRESS_VAR} {address}",
+                "the same fabric address on several hosts",
+                found=owners,
+                expected="one address per host",
+            )
+    return sorted(ranked, key=lambda h: h.rank if isinstance(h.rank, int) else 1 << 30)
+
+
+def _as_rank(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _address(value: Any) -> str | None:
+    try:
+        return str(ipaddress.ip_address(str(value).strip())) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; lists in ``container`` are appended; anything else is replaced."""
+    result = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict) and key != "speculative_config":
+            result[key] = _merge(result[key], value)
+        elif isinstance(value, list) and isinstance(result.get(key), list) and key in ("docker_run_args", "serve_args"):
+            result[key] = list(result[key]) + list(value)
+        else:
+            result[key] = value
+    return result
+
+
+def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr: str, out: Collector) -> RankPlan:
+    data = profile.data
+    shape = dict(data["shapes"][shape_name])
+    container = effective_container(data, shape_name)
+    base_args = effective_docker_args(data, shape_name)
+    over = host.overrides or {}
+    where = f"host {host.name}: {OVERRIDES_VAR}"
+    if over:
+        shape = _merge(shape, {k: v for k, v in over.items() if k != "container"})
+        container = _merge(container, over.get("container", {}))
+        extra = over.get("container", {}).get("docker_run_args", [])
+        args = DockerArgs(
+            base_args.args + list(extra),
+            base_args.paths + [f"{where}.container.docker_run_args[{i}]" for i in range(len(extra))],
+        )
+        if extra:
+            check_docker_args(args, shape["nodes"], shape["fabric"]["nccl_net"], out)
+        if over.get("container", {}).get("serve_args"):
+            check_serve_args(container["serve_args"], container["fork_flags"], f"{where}.container.serve_args", out)
+    else:
+        args = base_args
+    env = shape_environment(shape)
+    if over.get("environment") or over.get("fabric"):
+        check_nccl_environment(env, shape["nodes"], shape["fabric"]["nccl_net"], f"{where}.environment", out)
+    rank = int(host.rank)
+    role = "head" if rank == 0 else "worker"
+    command = render_serve_command(data, shape, container, rank, master_addr)
+    spec = {
+        "image": container["image"],
+        "entrypoint": container["entrypoint"][0],
+        "command": command,
+        "docker_run_args": args.args,
+        "environment": env,
+    }
+    spec_sha = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    labels = {
+        f"{LABEL_PREFIX}.profile_sha256": profile.sha256,
+        f"{LABEL_PREFIX}.shape": shape_name,
+        f"{LABEL_PREFIX}.rank": str(rank),
+        f"{LABEL_PREFIX}.spec_sha256": spec_sha,
+    }
+    if data.get("model_revision"):
+        labels[f"{LABEL_PREFIX}.model_revision"] = data["model_revision"]
+    argv = ["docker", "run", "--detach", "--name", container["name"]]
+    for key, value in labels.items():
+        argv += ["--label", f"{key}={value}"]
+    argv += args.args
+    for key in sorted(env):
+        argv += ["--env", f"{key}={env[key]}"]
+    argv += ["--entrypoint", container["entrypoint"][0], container["image"], *command]
+    ulimits = {k: v.as_dict() for k, v in sorted(docker.container_ulimits(args.args).items())}
+    plan = RankPlan(
+        host.name,
+        rank,
+        role,
+        str(host.fabric_address),
+        container["name"],
+        container["image"],
+        argv,
+        env,
+        ulimits,
+        labels,
+        spec_sha,
+    )
+    plan.agreement = _agreement_view(plan, command, container)
+    return plan
+
+
+def render_serve_command(
+    data: Mapping[str, Any], shape: Mapping[str, Any], container: Mapping[str, Any], rank: int, master_addr: str
+) -> list[str]:
+    """The engine's command for one rank: the entrypoint's remaining words, the model, then flags."""
+    nodes = shape["nodes"]
+    cmd = [*container["entrypoint"][1:], container.get("model_path") or data["model"]]
+    cmd += ["--served-model-name", data["model"], "--tensor-parallel-size", str(nodes)]
+    if nodes > 1:
+        cmd += [
+            "--distributed-executor-backend",
+            "mp",
+            "--nnodes",
+            str(nodes),
+            "--node-rank",
+            str(rank),
+            "--master-addr",
+            master_addr,
+            "--master-port",
+            str(container["master_port"]),
+        ]
+    sizing = shape["sizing"]
+    for key, flag in SIZING_FLAGS:
+        if key in sizing:
+            cmd += [flag, _number(sizing[key])]
+    if shape.get("speculative_config"):
+        cmd += ["--speculative-config", json.dumps(shape["speculative_config"], sort_keys=True, separators=(",", ":"))]
+    if data.get("model_revision") and not str(cmd[len(container["entrypoint"]) - 1]).startswith("/"):
+        cmd += ["--revision", data["model_revision"]]
+    if data.get("generation_defaults") and has_flag("--override-generation-config"):
+        cmd += [
+            "--override-generation-config",
+            json.dumps(data["generation_defaults"], sort_keys=True, separators=(",", ":")),
+        ]
+    cmd += ["--port", str(container["api_port"])] if rank == 0 else ["--headless"]
+    cmd += container["serve_args"]
+    return cmd
+
+
+def _number(value: Any) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _agreement_view(plan: RankPlan, command: Sequence[str], container: Mapping[str, Any]) -> dict[str, Any]:
+    """Read back, from what was rendered, every setting the ranks must share."""
+    view: dict[str, Any] = {"image": plan.image, "model": command[len(container["entrypoint"]) - 1]}
+    view["model_revision"] = plan.labels.get(f"{LABEL_PREFIX}.model_revision")
+    positional = 0
+    for arg in parse_serve_args(command[len(container["entrypoint"]) :], container["fork_flags"]):
+        if not arg.flag:
+            positional += 1
+            view[f"argument {positional}"] = arg.value
+        elif arg.flag not in PER_RANK_FLAGS:
+            view[arg.flag] = arg.value if arg.value is not None else True
+    for key, value in plan.environment.items():
+        if key.startswith(AGREEING_ENV_PREFIXES) and key not in PER_RANK_ENV:
+            view[f"env {key}"] = value
+    return view
+
+
+def _check_agreement(ranks: Sequence[RankPlan], out: Collector) -> None:
+    keys = sorted({k for r in ranks for k in r.agreement})
+    for key in keys:
+        values = [r.agreement.get(key) for r in ranks]
+        if len({json.dumps(v, sort_keys=True) for v in values}) > 1:
+            table = "; ".join(f"{r.host} (rank {r.rank}) = {_shown(r.agreement.get(key))}" for r in ranks)
+            out.error(
+                f"rank agreement: {key}",
+                f"ranks disagree: {table}",
+                hint="ranks that disagree hang NCCL silently until a watchdog fires (vLLM PR #44718); "
+                f"set it once in the profile, not in per-host {OVERRIDES_VAR}",
+            )
+
+
+def _shown(value: Any) -> str:
+    return "(not set)" if value is None else str(value)
+
+
+def plan_or_problems(profile: Profile, shape: str | None, hosts: Sequence[HostSpec]) -> dict[str, Any]:
+    """Like :func:`build_plan`, for callers that want problems as data rather than an exception."""
+    try:
+        return {"ok": True, "plan": build_plan(profile, shape, hosts)}
+    except ProfileError as exc:
+        return {"ok": False, "problems": [p.as_dict() for p in exc.problems]}

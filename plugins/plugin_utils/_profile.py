@@ -1,0 +1,460 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Load a serving profile and check all of it, every shape, before anything is touched.
+
+Structure comes from ``_schema_v2``; the checks here are the ones types cannot express: shapes that
+exist, cabling that fits the node count, NCCL and container settings known to break a GB10 cluster,
+a memory budget that adds up, guard floors that make sense, citations that point somewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import load_json_file, parse_json
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import GIB, check_memory, memory_budget
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import (
+    MANY_RANKS,
+    check_nccl_environment,
+    nccl_environment,
+    topology_of,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import (
+    Collector,
+    Problem,
+    ProfileError,
+    did_you_mean,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import PROFILE, TRANSPORTS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args
+
+NOFILE_AT_8 = 1048576  # seed 002 section 4.2 and lesson 3: NCCL 2.30 at 8 ranks
+UNLIMITED = -1
+ENGRAM_COMPONENT = "engram"
+AUTOTUNE_COMPONENT = "autotune_peak"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated profile: defaults filled, with the warnings found on the way."""
+
+    data: dict[str, Any]
+    source: str
+    sha256: str
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def shape_names(self) -> list[str]:
+        return sorted(self.data["shapes"])
+
+
+@dataclass(frozen=True)
+class DockerArgs:
+    """A shape's effective `docker run` options, with the JSON path each element came from."""
+
+    args: list[str]
+    paths: list[str]
+
+
+def profile_digest(data: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def load_profile(path: str) -> Profile:
+    """Read, parse and validate a profile file; raise :class:`ProfileError` with every problem."""
+    return validate_profile(load_json_file(path), path)
+
+
+def parse_profile(text: str, source: str = "<profile>") -> Profile:
+    return validate_profile(parse_json(text, source), source)
+
+
+def validate_profile(raw: Any, source: str = "<profile>") -> Profile:
+    out = Collector(source)
+    data = validate(PROFILE, raw, out)
+    if out.errors or not isinstance(data, dict):
+        # Semantics on a structurally broken document would only repeat the same problems.
+        raise ProfileError(out.errors, out.warnings)
+    if data["default_shape"] not in data["shapes"]:
+        out.error(
+            "$.default_shape",
+            "no such shape",
+            found=data["default_shape"],
+            expected="one of: " + ", ".join(sorted(data["shapes"])),
+            hint=did_you_mean(data["default_shape"], data["shapes"]),
+        )
+    if not data["shapes"]:
+        out.error("$.shapes", "the profile defines no shape", expected="at least one shape")
+    _check_host(data["host"], out)
+    _check_sources(raw, data.get("sources", {}), out)
+    for name in sorted(data["shapes"]):
+        check_shape(data, name, out)
+    out.raise_if_errors()
+    return Profile(data, source, profile_digest(data), out.warnings)
+
+
+def effective_container(data: Mapping[str, Any], shape_name: str) -> dict[str, Any]:
+    """The container a shape runs: top-level settings with the shape's overrides applied."""
+    top = data["container"]
+    over = data["shapes"][shape_name].get("container", {})
+    merged = dict(top)
+    merged["image"] = over.get("image", top["image"])
+    merged["docker_run_args"] = list(top["docker_run_args"]) + list(over.get("docker_run_args", []))
+    merged["serve_args"] = list(top["serve_args"]) + list(over.get("serve_args", []))
+    merged.setdefault("model_path", data["model"])
+    return merged
+
+
+def effective_docker_args(data: Mapping[str, Any], shape_name: str) -> DockerArgs:
+    top = data["container"]["docker_run_args"]
+    over = data["shapes"][shape_name].get("container", {}).get("docker_run_args", [])
+    paths = [f"$.container.docker_run_args[{i}]" for i in range(len(top))]
+    paths += [f"$.shapes.{shape_name}.container.docker_run_args[{i}]" for i in range(len(over))]
+    return DockerArgs(list(top) + list(over), paths)
+
+
+def derived_environment(shape: Mapping[str, Any]) -> dict[str, str]:
+    """Variables that follow from structured settings (seed 002 sections 5.1 and 5.2)."""
+    env: dict[str, str] = {}
+    if shape.get("autotuner") is False:
+        env["VLLM_FLASHINFER_AUTOTUNE"] = "0"
+    return env
+
+
+def shape_environment(shape: Mapping[str, Any], **fabric_facts: Any) -> dict[str, str]:
+    """Computed NCCL environment, then derived variables, then the shape's own environment."""
+    env = nccl_environment(shape["nodes"], shape["fabric"], **fabric_facts)
+    env.update(derived_environment(shape))
+    env.update(shape.get("environment", {}))
+    return env
+
+
+def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
+    shape = data["shapes"][name]
+    where = f"$.shapes.{name}"
+    nodes = shape["nodes"]
+    fabric = shape["fabric"]
+    _check_topology(fabric, nodes, where, out)
+    sizing = shape["sizing"]
+    if sizing["max_num_batched_tokens"] < sizing["max_num_seqs"]:
+        out.error(
+            f"{where}.sizing.max_num_batched_tokens",
+            "vLLM needs max_num_batched_tokens >= max_num_seqs",
+            found=sizing["max_num_batched_tokens"],
+            expected=f">= {sizing['max_num_seqs']}",
+        )
+    if "kv_cache_memory_bytes" in sizing and "gpu_memory_utilization" in sizing:
+        out.warn(
+            f"{where}.sizing",
+            "kv_cache_memory_bytes fixes the KV cache, so vLLM does not use gpu_memory_utilization to size it",
+        )
+    net = fabric["nccl_net"]
+    check_nccl_environment(shape_environment(shape), nodes, net, f"{where}.environment", out)
+    container = effective_container(data, name)
+    limit = check_docker_args(effective_docker_args(data, name), nodes, net, out)
+    check_serve_args(container["serve_args"], container["fork_flags"], _serve_args_path(data, name), out)
+    _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
+    memory = shape.get("memory")
+    check_memory(memory_budget(sizing, memory), limit, where, out)
+    components = (memory or {}).get("components_gib", {})
+    if memory and shape.get("engram", {}).get("placement") == "host-memory" and ENGRAM_COMPONENT not in components:
+        out.error(
+            f"{where}.memory.components_gib",
+            "Engram tables in host memory are missing from the budget",
+            expected=f"a '{ENGRAM_COMPONENT}' component (seed 002 section 6.1: 23.60 GB per rank)",
+        )
+    if memory and shape.get("autotuner") is True and AUTOTUNE_COMPONENT not in components:
+        out.warn(
+            f"{where}.memory.components_gib",
+            "the AutoTuner is on but its profiling peak is not in the budget",
+            expected=f"a '{AUTOTUNE_COMPONENT}' component (seed 002 lesson 5: ~10 GB)",
+        )
+
+
+def _serve_args_path(data: Mapping[str, Any], name: str) -> str:
+    if data["shapes"][name].get("container", {}).get("serve_args"):
+        return f"$.shapes.{name}.container.serve_args (after $.container.serve_args)"
+    return "$.container.serve_args"
+
+
+def _check_topology(fabric: Mapping[str, Any], nodes: int, where: str, out: Collector) -> None:
+    implied = TRANSPORTS[fabric["transport"]]
+    topology = topology_of(fabric)
+    if fabric.get("topology") and fabric["topology"] != implied:
+        out.error(
+            f"{where}.fabric.topology",
+            f"transport {fabric['transport']} is cabled as a {implied}",
+            found=fabric["topology"],
+            expected=repr(implied),
+        )
+    if topology == "triangle" and nodes != 3:
+        out.error(
+            f"{where}.nodes",
+            "a triangle (each pair on its own direct link, two ports per node) has exactly 3 nodes",
+            found=nodes,
+            expected="3, or a ring or switch transport",
+        )
+    if topology == "ring" and nodes < 3:
+        out.error(f"{where}.nodes", "a ring needs at least 3 nodes", found=nodes, expected=">= 3")
+    if fabric["transport"] == "oneshot-ring4" and nodes != 4:
+        out.error(f"{where}.nodes", "transport oneshot-ring4 is a ring of 4", found=nodes, expected="4")
+
+
+def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collector) -> float | None:
+    """Check `docker run` options; return the --memory limit in GiB when one is set."""
+    args, paths = docker_args.args, docker_args.paths
+    memory_limit: float | None = None
+    swap: float | None = None
+    where_of: dict[str, str] = {}
+    for option in docker.parse_docker_args(args):
+        path = paths[option.index]
+        where_of.setdefault(option.name, path)
+        if not option.known:
+            out.error(
+                path,
+                "not a `docker run` option",
+                found=args[option.index],
+                hint=did_you_mean(option.name, docker.DOCKER_RUN_OPTIONS),
+            )
+            continue
+        if option.name in docker.RENDERED_BY_COLLECTION:
+            out.error(
+                path,
+                f"{option.name} is not allowed here",
+                found=args[option.index],
+                hint=docker.RENDERED_BY_COLLECTION[option.name],
+            )
+            continue
+        if docker.DOCKER_RUN_OPTIONS[option.name] and option.value is None:
+            out.error(path, f"{option.name} needs a value", found=args[option.index], expected=f"{option.name}=VALUE")
+            continue
+        value = option.value or ""
+        if option.name == "--restart" and value not in ("no", ""):
+            out.error(
+                path,
+                "automatic restarts make a memory-starved node worse (one report: ~35 restarts leaked "
+                "memory until sshd hung); the collection never restarts a rank on its own",
+                found=value,
+                expected='"no" or no --restart',
+            )
+        elif option.name == "--ulimit":
+            try:
+                docker.parse_ulimit(value)
+            except ValueError as exc:
+                out.error(path, f"bad --ulimit: {exc}", found=value, expected="NAME=SOFT[:HARD], -1 for unlimited")
+        elif option.name in ("--memory", "--memory-swap", "--shm-size"):
+            try:
+                size = docker.parse_size(value) if value != "-1" else -1
+            except ValueError as exc:
+                out.error(path, f"bad {option.name}: {exc}", found=value)
+                continue
+            if option.name == "--memory":
+                memory_limit = size / GIB
+            elif option.name == "--memory-swap":
+                swap = size / GIB if size >= 0 else float("inf")
+        elif option.name == "--network" and value != "host":
+            out.error(
+                path,
+                "ranks need the host's network: NCCL and the head's rendezvous use the fabric interfaces directly",
+                found=value,
+                expected='"host" (seed 000: --network=host)',
+            )
+    first = paths[0] if paths else "$.container.docker_run_args"
+    base = first.split("[")[0]
+    if "--network" not in where_of:
+        out.error(
+            base,
+            "no --network=host: ranks would sit behind Docker's bridge and never reach each other",
+            expected='"--network=host" (seed 000)',
+        )
+    if "--ipc" not in where_of and "--shm-size" not in where_of:
+        out.warn(
+            base,
+            "neither --ipc=host nor --shm-size: Docker's 64 MB /dev/shm is too small for vLLM",
+            expected='"--ipc=host" (seed 000)',
+        )
+    if memory_limit is not None and swap is None:
+        out.warn(
+            where_of["--memory"],
+            "--memory without --memory-swap lets Docker add as much swap again; "
+            "swapping a model load is worse than failing it",
+            expected="--memory-swap equal to --memory (seed 000)",
+        )
+    elif memory_limit is not None and swap is not None and swap > memory_limit:
+        out.warn(
+            where_of["--memory-swap"],
+            "swap headroom above --memory; swapping a model load is worse than failing it",
+            found=swap,
+            expected=f"{memory_limit:g} GiB (seed 000)",
+        )
+    _check_limits(args, where_of, base, nodes, net, out)
+    return memory_limit
+
+
+def _check_limits(
+    args: list[str], where_of: Mapping[str, str], base: str, nodes: int, net: str, out: Collector
+) -> None:
+    ulimits = docker.container_ulimits(args)
+    ulimit_where = where_of.get("--ulimit", base)
+    caps = {
+        c.strip().upper().removeprefix("CAP_") for v in docker.option_values(args, "--cap-add") for c in v.split(",")
+    }
+    privileged = "--privileged" in where_of
+    if net == "IB":
+        memlock = ulimits.get("memlock")
+        if memlock is None or memlock.soft != UNLIMITED or memlock.hard != UNLIMITED:
+            out.error(
+                ulimit_where,
+                "memlock must be unlimited for RDMA memory registration; without it NCCL fails "
+                "with 'ibv_reg_mr ... Cannot allocate memory'",
+                found=None if memlock is None else f"memlock={memlock.soft}:{memlock.hard}",
+                expected='"--ulimit=memlock=-1:-1" (seed 000, seed 002 section 4.2)',
+            )
+        if not privileged and not caps & {"IPC_LOCK", "ALL"}:
+            out.error(
+                where_of.get("--cap-add", base),
+                "the IPC_LOCK capability is missing: RDMA cannot pin memory",
+                expected='"--cap-add=IPC_LOCK" (seed 000, seed 002 section 4.2)',
+            )
+        devices = docker.option_values(args, "--device")
+        if not privileged and not any(d.split(":")[0].startswith("/dev/infiniband") for d in devices):
+            out.error(
+                where_of.get("--device", base),
+                "the RDMA devices are not passed in",
+                expected='"--device=/dev/infiniband:/dev/infiniband:rwm" (seed 000)',
+                hint="or set the shape's fabric.nccl_net to Socket for a fabric without RoCE",
+            )
+        if "--gpus" not in where_of and not privileged:
+            out.error(base, "no --gpus: the engine would not see the GPU", expected='"--gpus=all" (seed 000)')
+    if nodes >= MANY_RANKS:
+        nofile = ulimits.get("nofile")
+        if nofile is None or min(_lim(nofile.soft), _lim(nofile.hard)) < NOFILE_AT_8:
+            out.error(
+                ulimit_where,
+                f"at {nodes} ranks NCCL 2.30 runs out of file handles below nofile {NOFILE_AT_8}",
+                found=None if nofile is None else f"nofile={nofile.soft}:{nofile.hard}",
+                expected=f'"--ulimit=nofile={NOFILE_AT_8}:{NOFILE_AT_8}" (seed 002 section 4.2, lesson 3)',
+            )
+
+
+def _lim(value: int) -> float:
+    return float("inf") if value == UNLIMITED else value
+
+
+def _check_speculative(config: Mapping[str, Any] | None, where: str, out: Collector) -> None:
+    if config is None:
+        return
+    if "method" not in config and "model" not in config:
+        out.error(
+            where,
+            "a speculative config names its method or draft model",
+            found=config,
+            expected='"method" (seed 002 section 5.3: "dspark") or "model"',
+        )
+    tokens = config.get("num_speculative_tokens")
+    if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1):
+        out.error(f"{where}.num_speculative_tokens", "must be a positive integer", found=tokens, expected=">= 1")
+
+
+def _check_host(host: Mapping[str, Any], out: Collector) -> None:
+    if host["startup_memguard_gib"] <= host["memguard_gib"]:
+        out.error(
+            "$.host.startup_memguard_gib",
+            "the startup floor must be above the steady floor (a cold load "
+            "dips, so the guard starts wider and tightens once serving)",
+            found=host["startup_memguard_gib"],
+            expected=f"> memguard_gib ({host['memguard_gib']:g}); seed 000: 5 and 3",
+        )
+    for phase in ("", "startup_"):
+        grace = host[f"{phase}memguard_grace_seconds"]
+        interval = host[f"{phase}memguard_interval_seconds"]
+        if grace < interval:
+            out.error(
+                f"$.host.{phase}memguard_grace_seconds",
+                "a grace period shorter than one sampling interval "
+                "trips on a single low sample (seed 000: ten false kills in a row without grace)",
+                found=grace,
+                expected=f">= {phase}memguard_interval_seconds ({interval:g})",
+            )
+    if host["startup_memguard_wait_seconds"] <= host["startup_memguard_grace_seconds"]:
+        out.error(
+            "$.host.startup_memguard_wait_seconds",
+            "the startup phase must last longer than its grace period",
+            found=host["startup_memguard_wait_seconds"],
+            expected=f"> startup_memguard_grace_seconds ({host['startup_memguard_grace_seconds']:g})",
+        )
+    if host["min_mem_available_gib"] <= host["startup_memguard_gib"]:
+        out.error(
+            "$.host.min_mem_available_gib",
+            "the pre-boot floor must be above the guard's startup floor",
+            found=host["min_mem_available_gib"],
+            expected=f"> {host['startup_memguard_gib']:g}",
+        )
+    kernel = host.get("kernel", {})
+    release = kernel.get("release", "")
+    if re.match(r"7\.", release) and "kho=off" not in kernel.get("cmdline_required", []):
+        out.warn(
+            "$.host.kernel.cmdline_required",
+            f"kernel {release} needs kho=off for RoCE memory registration",
+            expected='["kho=off"]',
+        )
+    if kernel.get("page_size") == 65536 and release and "64k" not in release:
+        out.warn(
+            "$.host.kernel.release",
+            "a 64 KiB page size is expected but the release is not a -64k kernel",
+            found=release,
+        )
+
+
+def _check_sources(raw: Mapping[str, Any], sources: Mapping[str, str], out: Collector) -> None:
+    for pointer in sources:
+        if resolve_path(raw, pointer) is _NOTHING:
+            out.error(
+                f'$.sources["{pointer}"]',
+                "cites a value the profile does not have",
+                found=pointer,
+                expected="the JSON path of a value in this profile",
+            )
+
+
+_NOTHING = object()
+
+
+def resolve_path(data: Any, path: str) -> Any:
+    """Resolve ``$.a.b[0]`` in ``data``; return a sentinel when it points at nothing."""
+    node = data
+    for key, index in re.findall(r"\.([A-Za-z0-9_-]+)|\[([0-9]+)\]", path[1:]):
+        if key:
+            if not isinstance(node, dict) or key not in node:
+                return _NOTHING
+            node = node[key]
+        else:
+            if not isinstance(node, list) or int(index) >= len(node):
+                return _NOTHING
+            node = node[int(index)]
+    return node
+
+
+def select_shape(profile: Profile, name: str | None) -> str:
+    chosen = name or profile.data["default_shape"]
+    if chosen not in profile.data["shapes"]:
+        raise ProfileError(
+            [
+                Problem(
+                    "shape",
+                    "no such shape in the profile",
+                    found=chosen,
+                    expected="one of: " + ", ".join(profile.shape_names),
+                    hint=did_you_mean(chosen, profile.data["shapes"]),
+                    source=profile.source,
+                )
+            ]
+        )
+    return chosen

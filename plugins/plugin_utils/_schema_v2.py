@@ -1,0 +1,385 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serving profile, schema_version 2.
+
+The keys of seed 000's ``configs/serving-profile.json`` (schema_version, promoted_baseline, model,
+upstream, generation_defaults, default_shape, shapes with nodes/sizing/fabric/environment, container
+with image and docker_run_args, host with the memory-guard settings and kernel) are taken exactly as
+they are, so a profile written in that format validates. Everything else is an optional extension
+for what seed 002 and the field reports need; each extension says where it comes from.
+
+``schemas/serving-profile.v2.schema.json`` is generated from this file (``make schema``); a unit test
+fails when the two differ.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import Node, optional
+
+SCHEMA_VERSION = 2
+SCHEMA_ID = "https://github.com/dgxspark/cluster/blob/main/schemas/serving-profile.v2.schema.json"
+
+DEFAULT_CONTAINER_NAME = "vllm_dsv41"  # seed 000: "no previous vllm_dsv41 container still running"
+DEFAULT_ENTRYPOINT = ("vllm", "serve")  # seed 002 lesson 7: render the entrypoint explicitly
+DEFAULT_API_PORT = 8000  # vLLM's default --port
+DEFAULT_MASTER_PORT = 29501  # vLLM's default --master-port (multi-node, mp backend)
+
+SHAPE_NAME = r"[a-z0-9][a-z0-9._-]{0,62}"
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+LONG_FLAG = r"--[A-Za-z0-9][A-Za-z0-9_-]*"
+DOCKER_NAME = r"[a-zA-Z0-9][a-zA-Z0-9_.-]+"
+ABS_PATH = r"/[^\x00-\x1f\x7f]*"
+IMAGE_REF = r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?"
+
+# How the nodes are cabled, and the fabric transports seed 000 names for them.
+TOPOLOGIES = ("triangle", "ring", "switch")
+TRANSPORTS = {
+    "oneshot-direct": "triangle",  # seed 000 tp3-triangle: each pair on its own direct segment
+    "oneshot-ring4": "ring",  # seed 000 tp4-ring
+    "switch": "switch",  # seed 002: 8 nodes through a 200 GbE switch
+    "direct": "triangle",
+    "ring": "ring",
+}
+NCCL_NETS = ("IB", "Socket")  # NCCL's own names for its RoCE (verbs) and TCP transports
+
+_text = Node(
+    "string",
+    "Free text for people reading the profile.",
+    pattern=r"[^\x00-\x1f\x7f]*",
+    pattern_hint="printable text on one line",
+)
+_env_map = Node(
+    "map",
+    "Environment variables for the container: names as the shell spells them, values as strings.",
+    values=Node("string", 'The variable\'s value, a string (quote numbers: "8").'),
+    key_pattern=ENV_NAME,
+    default={},
+)
+_flag_list = Node(
+    "array",
+    "Extra arguments appended to `vllm serve`, one argv element each (never a shell string).",
+    values=Node("string"),
+    default=[],
+)
+
+SIZING = Node(
+    "object",
+    "Scheduler and KV-cache sizing; every rank must agree on all of it.",
+    required=True,
+    fields={
+        "max_model_len": Node("integer", "vLLM --max-model-len (tokens).", required=True, minimum=1),
+        "max_num_seqs": Node(
+            "integer", "vLLM --max-num-seqs: concurrent sequences; the rest queue.", required=True, minimum=1
+        ),
+        "max_num_batched_tokens": Node("integer", "vLLM --max-num-batched-tokens.", required=True, minimum=1),
+        "kv_cache_memory_bytes": Node(
+            "integer", "vLLM --kv-cache-memory-bytes: an explicit KV cache size per rank (seed 000).", minimum=1
+        ),
+        "prefix_cache_retention_interval": Node(
+            "integer", "vLLM --prefix-cache-retention-interval (seed 000).", minimum=0
+        ),
+        "gpu_memory_utilization": Node(
+            "number",
+            "vLLM --gpu-memory-utilization, the share of memory vLLM may use (seed 002: 0.80, 0.75).",
+            exclusive_minimum=0,
+            maximum=1,
+        ),
+        "block_size": Node("integer", "vLLM --block-size, tokens per KV-cache block (seed 002: 128).", minimum=1),
+        "long_prefill_token_threshold": Node("integer", "vLLM --long-prefill-token-threshold.", minimum=0),
+    },
+)
+
+FABRIC = Node(
+    "object",
+    "How the ranks talk: cabling and NCCL's transport.",
+    required=True,
+    fields={
+        "transport": Node(
+            "string", "The fabric transport, as seed 000 names it.", required=True, enum=tuple(TRANSPORTS)
+        ),
+        "topology": Node("string", "Cabling; derived from transport when absent.", enum=TOPOLOGIES),
+        "nccl_net": Node(
+            "string",
+            "NCCL transport: IB (RoCE v2 verbs, real Sparks) or Socket (TCP, no RDMA).",
+            enum=NCCL_NETS,
+            default="IB",
+        ),
+        "hca": Node(
+            "array",
+            "RoCE devices NCCL may use (NCCL_IB_HCA); discovered on the nodes when absent.",
+            values=Node("string", pattern=r"[A-Za-z0-9_.:-]+", pattern_hint="a device name such as rocep1s0f1"),
+        ),
+        "socket_ifname": Node(
+            "string",
+            "Interfaces for NCCL's bootstrap (NCCL_SOCKET_IFNAME).",
+            pattern=r"[=^]?[A-Za-z0-9_.,:-]+",
+            pattern_hint="interface names such as enp1s0f1np1",
+        ),
+        "gid_index": Node(
+            "integer", "RoCE v2 IPv4 GID index (NCCL_IB_GID_INDEX); discovered when absent.", minimum=0, maximum=255
+        ),
+        "mtu": Node("integer", "Fabric MTU.", minimum=1280, maximum=9216, default=9000),
+        "link_speed_mbps": Node(
+            "integer", "Expected link speed in Mb/s (a ConnectX-7 port: 200000).", minimum=1, default=200000
+        ),
+    },
+)
+
+MEMORY = Node(
+    "object",
+    "Per-rank memory budget (seed 002 section 6). Figures are GiB, as vLLM and Docker count them.",
+    fields={
+        "usable_gib": Node(
+            "number",
+            "Unified memory per node that the budget shares (seed 002: 121).",
+            required=True,
+            exclusive_minimum=0,
+        ),
+        "components_gib": Node(
+            "map",
+            "What each rank holds before its KV cache: model, engram, nccl, cuda_graphs, autotune_peak...",
+            required=True,
+            values=Node("number", minimum=0),
+            key_pattern=r"[a-z][a-z0-9_]*",
+        ),
+        "kv_cache_gib": Node(
+            "number", "KV cache the shape expects per rank (seed 002: ~8.7, ~30).", exclusive_minimum=0
+        ),
+        "kv_cache_bytes_per_token": Node(
+            "number", "KV-cache bytes one token costs on one rank, calibrated per shape.", exclusive_minimum=0
+        ),
+    },
+)
+
+CONTAINER_OVERRIDE_FIELDS = {
+    "image": Node(
+        "string",
+        "The serving image (never pulled from a registry by a boot).",
+        pattern=IMAGE_REF,
+        pattern_hint="an image reference such as vllm-dsv41:latest",
+    ),
+    "docker_run_args": Node(
+        "array", '`docker run` options, one argv element each, such as "--ipc=host".', values=Node("string")
+    ),
+    "serve_args": _flag_list,
+}
+
+SHAPE = Node(
+    "object",
+    "One way to run the model: how many nodes, how big, over which fabric.",
+    fields={
+        "nodes": Node("integer", "Number of nodes (one rank per node).", required=True, minimum=1, maximum=1024),
+        "description": _text,
+        "sizing": SIZING,
+        "fabric": FABRIC,
+        "environment": _env_map,
+        "container": Node(
+            "object", "Overrides of the top-level container for this shape.", fields=CONTAINER_OVERRIDE_FIELDS
+        ),
+        "speculative_config": Node("map", "vLLM --speculative-config, as an object (seed 002 section 5.3)."),
+        "engram": Node(
+            "object",
+            "Where the Engram tables live (seed 002 sections 1 and 5).",
+            fields={
+                "placement": Node(
+                    "string",
+                    "host-memory: pinned host memory; disk: Engram-on-disk.",
+                    required=True,
+                    enum=("host-memory", "disk"),
+                ),
+            },
+        ),
+        "autotuner": Node("boolean", "FlashInfer AutoTuner on or off (seed 002: off at 300K to avoid an OOM peak)."),
+        "memory": MEMORY,
+    },
+)
+
+KERNEL = Node(
+    "object",
+    "What the host kernel must be.",
+    fields={
+        "release": Node("string", "Expected `uname -r`.", pattern=r"[A-Za-z0-9._+~-]+"),
+        "page_size": Node("integer", "Expected page size in bytes.", enum=(4096, 16384, 65536)),
+        "memory_saver_required": Node("boolean", "The NVIDIA memory-saver module must be loaded.", default=False),
+        "cmdline_required": Node(
+            "array",
+            "Kernel command-line words that must be present (kho=off on 7.x).",
+            values=Node("string", pattern=r"[^\s\x00-\x1f\x7f]+", pattern_hint="one word such as kho=off"),
+        ),
+    },
+)
+
+HOST = Node(
+    "object",
+    "Host-side settings: the memory guard's phases, the boot floor, helpers and the kernel.",
+    required=True,
+    fields={
+        "memguard_gib": Node(
+            "number", "Steady-phase MemAvailable floor (seed 000: 3).", required=True, exclusive_minimum=0
+        ),
+        "memguard_interval_seconds": Node(
+            "number", "Steady-phase sampling interval (seed 000: 2).", required=True, exclusive_minimum=0
+        ),
+        "memguard_grace_seconds": Node(
+            "number",
+            "How long the steady floor may be crossed before the guard trips (seed 000: 30).",
+            minimum=0,
+            default=30,
+        ),
+        "startup_memguard_gib": Node(
+            "number", "Startup-phase floor (seed 000: 5).", required=True, exclusive_minimum=0
+        ),
+        "startup_memguard_interval_seconds": Node(
+            "number", "Startup-phase interval (seed 000: 0.25).", required=True, exclusive_minimum=0
+        ),
+        "startup_memguard_grace_seconds": Node("number", "Startup-phase grace (seed 000: 45).", minimum=0, default=45),
+        "startup_memguard_wait_seconds": Node(
+            "number",
+            "Longest startup phase before it counts as failed (seed 000: 120).",
+            required=True,
+            exclusive_minimum=0,
+        ),
+        "min_mem_available_gib": Node(
+            "number", "MemAvailable every node needs before a boot (seed 000: 100).", exclusive_minimum=0, default=100
+        ),
+        "helper_services": Node(
+            "array",
+            "systemd units paused during a boot and resumed after.",
+            values=Node(
+                "string",
+                pattern=r"[A-Za-z0-9@._:-]+\.(service|timer|socket)",
+                pattern_hint="a unit name such as ollama.service",
+            ),
+            default=[],
+        ),
+        "weights_path": Node(
+            "string",
+            "Where the weights live on each node (free-disk check, bind mount).",
+            pattern=ABS_PATH,
+            pattern_hint="an absolute path",
+        ),
+        "kernel": KERNEL,
+    },
+)
+
+CONTAINER = Node(
+    "object",
+    "The serving container every rank runs.",
+    required=True,
+    fields={
+        **CONTAINER_OVERRIDE_FIELDS,
+        "image": Node(
+            "string",
+            "The serving image (never pulled from a registry by a boot).",
+            required=True,
+            pattern=IMAGE_REF,
+            pattern_hint="an image reference such as spark-ds41f:1030",
+        ),
+        "docker_run_args": Node(
+            "array",
+            '`docker run` options, one argv element each, such as "--ipc=host".',
+            values=Node("string"),
+            default=[],
+        ),
+        "name": Node(
+            "string",
+            "Container name on every node.",
+            pattern=DOCKER_NAME,
+            pattern_hint="a Docker container name",
+            default=DEFAULT_CONTAINER_NAME,
+        ),
+        "entrypoint": Node(
+            "array",
+            "The command that starts the engine; its first word becomes --entrypoint, "
+            "so an image whose ENTRYPOINT is `vllm serve` works too (seed 002 lesson 7).",
+            values=Node("string", pattern=r"[^\s\x00-\x1f\x7f]+", pattern_hint="one word"),
+            min_items=1,
+            default=list(DEFAULT_ENTRYPOINT),
+        ),
+        "model_path": Node(
+            "string",
+            "Model argument given to `vllm serve` (a path in the container or a hub id); "
+            "defaults to the top-level model.",
+            pattern=r"[^\s\x00-\x1f\x7f]+",
+        ),
+        "fork_flags": Node(
+            "array",
+            "Option strings the image's vLLM fork adds that upstream vLLM lacks "
+            "(e.g. --max-parallel-prefills); any other unknown flag is an error.",
+            values=Node("string", pattern=LONG_FLAG, pattern_hint="a long option such as --foo-bar"),
+            default=[],
+        ),
+        "api_port": Node(
+            "integer", "Port rank 0 serves the OpenAI API on.", minimum=1, maximum=65535, default=DEFAULT_API_PORT
+        ),
+        "master_port": Node(
+            "integer",
+            "Port of the head's rendezvous (--master-port).",
+            minimum=1,
+            maximum=65535,
+            default=DEFAULT_MASTER_PORT,
+        ),
+    },
+)
+
+PROFILE = Node(
+    "object",
+    "A dgxspark.cluster serving profile, schema_version 2 (the format of seed 000's serving-profile.json).",
+    fields={
+        "schema_version": Node("integer", "Always 2.", required=True, enum=(SCHEMA_VERSION,)),
+        "promoted_baseline": Node(
+            "string", "Name of the last promoted setup this profile descends from.", pattern=r"[^\x00-\x1f\x7f]*"
+        ),
+        "model": Node(
+            "string",
+            "The model's served name.",
+            required=True,
+            pattern=r"[^\s\x00-\x1f\x7f]+",
+            pattern_hint="a name without spaces",
+        ),
+        "model_revision": Node(
+            "string", "The weights' revision (every rank must serve the same one).", pattern=r"[A-Za-z0-9._/-]+"
+        ),
+        "upstream": Node("string", "Where the engine comes from.", pattern=r"[^\s\x00-\x1f\x7f]+"),
+        "generation_defaults": Node(
+            "map", "Default sampling parameters the server applies.", values=Node("scalar"), default={}
+        ),
+        "default_shape": Node(
+            "string",
+            "The shape used when none is chosen.",
+            required=True,
+            pattern=SHAPE_NAME,
+            pattern_hint="a shape name",
+        ),
+        "shapes": Node(
+            "map", "The shapes this profile defines, by name.", required=True, values=SHAPE, key_pattern=SHAPE_NAME
+        ),
+        "container": CONTAINER,
+        "host": HOST,
+        "sources": Node(
+            "map",
+            "Where each number comes from: JSON path (e.g. $.shapes.tp3-triangle.sizing.max_num_seqs) to a citation.",
+            values=Node("string", pattern=r"[^\x00-\x1f\x7f]+"),
+            key_pattern=r"\$(\.[A-Za-z0-9_-]+|\[[0-9]+\])+",
+        ),
+    },
+)
+
+# What an inventory may override per host (dgxspark_overrides): a shape's parts, all optional.
+HOST_OVERRIDES = optional(
+    Node(
+        "object",
+        "Per-host changes to the selected shape. Anything every rank must agree on is compared afterwards.",
+        fields={
+            "sizing": SIZING,
+            "fabric": Node(
+                "object",
+                "Per-host fabric names.",
+                fields={k: FABRIC.fields[k] for k in ("hca", "socket_ifname", "gid_index")},
+            ),
+            "environment": _env_map,
+            "container": Node("object", "Per-host container changes.", fields=CONTAINER_OVERRIDE_FIELDS),
+            "speculative_config": SHAPE.fields["speculative_config"],
+        },
+    )
+)

@@ -1,0 +1,102 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import MagicMock
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play_context import PlayContext
+from ansible.playbook.task import Task
+from ansible.template import Templar
+
+from ansible_collections.dgxspark.cluster.plugins.action.serving_profile import ActionModule
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, read
+
+HOSTVARS = {
+    "spark-head": {"dgxspark_rank": 0, "dgxspark_fabric_address": "198.51.100.10"},
+    "spark-w1": {"dgxspark_rank": 1, "dgxspark_fabric_address": "198.51.100.11"},
+    "spark-w2": {"dgxspark_rank": 2, "dgxspark_fabric_address": "198.51.100.12"},
+}
+GROUPS = {"dgxspark_head": ["spark-head"], "dgxspark_workers": ["spark-w1", "spark-w2"]}
+
+
+def run(args: dict[str, Any], task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+    task = MagicMock(Task)
+    task.args = args
+    task.async_val = 0
+    task.check_mode = False
+    task.diff = False
+    loader = DataLoader()
+    action = ActionModule(
+        task=task,
+        connection=MagicMock(),
+        play_context=PlayContext(),
+        loader=loader,
+        templar=Templar(loader=loader),
+        shared_loader_obj=None,
+    )
+    return action.run(task_vars=task_vars or {})
+
+
+def test_validates_without_hosts() -> None:
+    result = run(
+        {"src": str(SPARK3)}, {"ansible_play_hosts_all": ["localhost"], "groups": GROUPS, "hostvars": HOSTVARS}
+    )
+    assert not result.get("failed"), result
+    assert result["changed"] is False and result["plan"] is None
+    assert result["shape"] == "tp3-triangle" and result["shapes"] == ["tp3-triangle", "tp4-ring"]
+    assert "no plan" in result["msg"]
+
+
+def test_plans_the_play_hosts() -> None:
+    result = run(
+        {"src": str(SPARK3)}, {"ansible_play_hosts_all": list(HOSTVARS), "groups": GROUPS, "hostvars": HOSTVARS}
+    )
+    assert not result.get("failed"), result
+    assert [r["host"] for r in result["plan"]["ranks"]] == ["spark-head", "spark-w1", "spark-w2"]
+    assert result["elapsed_ms"] < 1000
+
+
+def test_plans_explicit_hosts_and_reports_disagreement() -> None:
+    hostvars = dict(
+        HOSTVARS, **{"spark-w2": dict(HOSTVARS["spark-w2"], dgxspark_overrides={"sizing": {"max_num_seqs": 8}})}
+    )
+    result = run({"src": str(SPARK3), "hosts": list(HOSTVARS)}, {"groups": GROUPS, "hostvars": hostvars})
+    assert result["failed"] is True
+    assert "nothing was touched" in result["msg"]
+    assert "rank agreement: --max-num-seqs: ranks disagree: spark-head (rank 0) = 4" in result["msg"]
+    assert "spark-w2 (rank 2) = 8" in result["msg"]
+    assert any(p["where"] == "rank agreement: --max-num-seqs" for p in result["problems"])
+
+
+def test_wrong_shape_for_the_inventory() -> None:
+    result = run({"src": str(SPARK8), "hosts": list(HOSTVARS)}, {"groups": GROUPS, "hostvars": HOSTVARS})
+    assert result["failed"] is True
+    assert "shape tp8-300k runs on 8 nodes but the inventory has 3" in result["msg"]
+
+
+def test_unknown_shape_and_host() -> None:
+    result = run({"src": str(SPARK3), "shape": "tp3-ring"}, {"groups": GROUPS, "hostvars": HOSTVARS})
+    assert result["failed"] is True and "did you mean" in result["msg"]
+    result = run({"src": str(SPARK3), "hosts": ["nope"]}, {"groups": GROUPS, "hostvars": HOSTVARS})
+    assert result["failed"] is True and "nope" in result["msg"]
+
+
+def test_broken_profile_file(tmp_path: Any) -> None:
+    broken = tmp_path / "p.json"
+    broken.write_text('{"schema_version": 2,,}')
+    result = run({"src": str(broken)})
+    assert result["failed"] is True and f"{broken}: line 1, column 22: malformed JSON" in result["msg"]
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(Exception, match="src"):
+        run({"shape": "x"})
+
+
+def test_profile_is_returned_with_defaults() -> None:
+    result = run({"src": str(SPARK3)})
+    assert result["profile"]["container"]["name"] == "vllm_dsv41"
+    assert result["profile"]["model"] == read(SPARK3)["model"]

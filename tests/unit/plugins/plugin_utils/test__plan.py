@@ -1,0 +1,207 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan, hosts_from_inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, validate_profile
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, edited
+
+
+def cluster(n: int, **per_host: dict[str, Any]) -> list[HostSpec]:
+    hosts = []
+    for i in range(n):
+        name = "spark-head" if i == 0 else f"spark-w{i}"
+        fields: dict[str, Any] = {"rank": i, "head": i == 0, "fabric_address": f"198.51.100.{10 + i}"}
+        fields.update(per_host.get(name, {}))
+        hosts.append(HostSpec(name, **fields))
+    return hosts
+
+
+def problems(profile: Any, shape: str, hosts: list[HostSpec]) -> list[str]:
+    with pytest.raises(ProfileError) as caught:
+        build_plan(profile, shape, hosts)
+    return [p.render() for p in caught.value.problems]
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+@pytest.mark.parametrize(
+    "path,shape,nodes",
+    [(SPARK3, "tp3-triangle", 3), (SPARK3, "tp4-ring", 4), (SPARK8, "tp8-300k", 8), (SPARK8, "tp8-1m", 8)],
+)
+def test_every_rank_is_rendered(path: Any, shape: str, nodes: int) -> None:
+    plan = build_plan(load_profile(str(path)), shape, cluster(nodes))
+    assert plan["nodes"] == nodes and len(plan["ranks"]) == nodes
+    assert plan["head"] == "spark-head" and plan["master_addr"] == "198.51.100.10"
+    for rank in plan["ranks"]:
+        argv = rank["argv"]
+        assert argv[:5] == ["docker", "run", "--detach", "--name", "vllm_dsv41"]
+        image_at = argv.index(rank["image"])
+        assert argv[image_at - 2 : image_at] == ["--entrypoint", "vllm"] and argv[image_at + 1] == "serve"
+        assert flag(argv, "--tensor-parallel-size") == str(nodes)
+        assert flag(argv, "--nnodes") == str(nodes)
+        assert flag(argv, "--node-rank") == str(rank["rank"])
+        assert flag(argv, "--master-addr") == "198.51.100.10"
+        assert flag(argv, "--distributed-executor-backend") == "mp"
+        if rank["rank"] == 0:
+            assert rank["role"] == "head" and flag(argv, "--port") == "8000" and "--headless" not in argv
+        else:
+            assert rank["role"] == "worker" and "--headless" in argv and "--port" not in argv
+        assert all("\n" not in a for a in argv)
+
+
+def test_tp3_renders_seed000_sizing() -> None:
+    plan = build_plan(load_profile(str(SPARK3)), "tp3-triangle", cluster(3))
+    argv = plan["ranks"][1]["argv"]
+    assert flag(argv, "--max-model-len") == "1048576"
+    assert flag(argv, "--max-num-seqs") == "4"
+    assert flag(argv, "--max-num-batched-tokens") == "6144"
+    assert flag(argv, "--kv-cache-memory-bytes") == "2362232012"
+    assert flag(argv, "--prefix-cache-retention-interval") == "512"
+    assert "--ulimit=memlock=-1:-1" in argv and "--cap-add=IPC_LOCK" in argv
+    assert plan["ranks"][1]["ulimits"]["memlock"] == {"soft": -1, "hard": -1}
+
+
+def test_tp8_renders_seed002() -> None:
+    plan = build_plan(load_profile(str(SPARK8)), "tp8-300k", cluster(8))
+    rank = plan["ranks"][3]
+    assert rank["image"] == "vllm-dsv41:engram-mem"
+    assert flag(rank["argv"], "--gpu-memory-utilization") == "0.8"
+    assert flag(rank["argv"], "--block-size") == "128"
+    assert json.loads(flag(rank["argv"], "--speculative-config"))["num_speculative_tokens"] == 5
+    assert rank["environment"]["NCCL_MAX_NCHANNELS"] == "8"
+    assert rank["environment"]["VLLM_FLASHINFER_AUTOTUNE"] == "0"
+    assert rank["ulimits"]["nofile"] == {"soft": 1048576, "hard": 1048576}
+
+
+HOST_CASES = {
+    "too few hosts": (lambda: cluster(2), ["runs on 3 nodes but the inventory has 2"]),
+    "two heads": (lambda: cluster(3, **{"spark-w1": {"head": True}}), ["exactly one head", "the head must be rank 0"]),
+    "head not rank 0": (
+        lambda: cluster(3, **{"spark-head": {"rank": 2}}),
+        ["host spark-head: dgxspark_rank: the head must be rank 0", "the same rank on several hosts"],
+    ),
+    "duplicate ranks": (lambda: cluster(3, **{"spark-w2": {"rank": 1}}), ["dgxspark_rank 1: the same rank"]),
+    "ranks with a gap": (lambda: cluster(3, **{"spark-w2": {"rank": 5}}), ["ranks must be 0..N-1", "missing [2]"]),
+    "no rank": (lambda: cluster(3, **{"spark-w1": {"rank": None}}), ["host spark-w1: dgxspark_rank: no rank given"]),
+    "rank not a number": (lambda: cluster(3, **{"spark-w1": {"rank": "one"}}), ["not a rank", 'found "one"']),
+    "no fabric address": (
+        lambda: cluster(3, **{"spark-w2": {"fabric_address": None}}),
+        ["host spark-w2: dgxspark_fabric_address: no fabric address"],
+    ),
+    "bad fabric address": (
+        lambda: cluster(3, **{"spark-w2": {"fabric_address": "198.51.100.300"}}),
+        ["not an IP address"],
+    ),
+    "shared fabric address": (
+        lambda: cluster(3, **{"spark-w2": {"fabric_address": "198.51.100.11"}}),
+        ["the same fabric address on several hosts"],
+    ),
+    "misspelt override": (
+        lambda: cluster(3, **{"spark-w1": {"overrides": {"sizing": {"max_num_seq": 6}}}}),
+        ["host spark-w1: dgxspark_overrides.sizing.max_num_seq", "did you mean 'max_num_seqs'"],
+    ),
+}
+
+
+@pytest.mark.parametrize("make_hosts,fragments", HOST_CASES.values(), ids=HOST_CASES.keys())
+def test_inventory_problems(make_hosts: Any, fragments: list[str]) -> None:
+    rendered = problems(load_profile(str(SPARK3)), "tp3-triangle", make_hosts())
+    for fragment in fragments:
+        assert any(fragment in p for p in rendered), (fragment, rendered)
+
+
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ({"sizing": {"max_num_seqs": 6}}, "--max-num-seqs"),
+        ({"sizing": {"max_num_batched_tokens": 8192}}, "--max-num-batched-tokens"),
+        ({"sizing": {"max_model_len": 524288}}, "--max-model-len"),
+        ({"sizing": {"gpu_memory_utilization": 0.7}}, "--gpu-memory-utilization"),
+        ({"sizing": {"kv_cache_memory_bytes": 2000000000}}, "--kv-cache-memory-bytes"),
+        ({"container": {"image": "spark-ds41f:1031"}}, "image"),
+        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}}, "--speculative-config"),
+        ({"environment": {"NCCL_ALGO": "Tree"}}, "env NCCL_ALGO"),
+    ],
+)
+def test_override_that_breaks_agreement_is_caught(override: dict[str, Any], key: str) -> None:
+    rendered = problems(load_profile(str(SPARK3)), "tp3-triangle", cluster(3, **{"spark-w2": {"overrides": override}}))
+    matching = [p for p in rendered if p.startswith(f"inventory: rank agreement: {key}:")]
+    assert matching, rendered
+    # Side by side: every host and its value.
+    assert all(f"{h} (rank {i})" in matching[0] for i, h in enumerate(["spark-head", "spark-w1", "spark-w2"]))
+    assert "PR #44718" in matching[0]
+
+
+def test_model_revision_must_agree() -> None:
+    profile = load_profile(str(SPARK3))
+    plan = build_plan(profile, "tp3-triangle", cluster(3))
+    assert all(r["agreement"]["model_revision"] == "1bae0e10" for r in plan["ranks"])
+    assert all(r["labels"]["dgxspark.cluster.model_revision"] == "1bae0e10" for r in plan["ranks"])
+
+
+def test_per_host_settings_that_may_differ() -> None:
+    hosts = cluster(
+        3,
+        **{
+            "spark-w1": {
+                "overrides": {
+                    "container": {"docker_run_args": ["--cpuset-cpus=0-9"]},
+                    "fabric": {"hca": ["rocep1s0f1", "roceP2p1s0f1"], "gid_index": 3},
+                    "environment": {"NCCL_DEBUG": "INFO"},
+                }
+            },
+        },
+    )
+    plan = build_plan(load_profile(str(SPARK3)), "tp3-triangle", hosts)
+    w1 = plan["ranks"][1]
+    assert w1["argv"].count("--cpuset-cpus=0-9") == 1
+    assert w1["environment"]["NCCL_IB_HCA"] == "=rocep1s0f1,roceP2p1s0f1"
+    assert w1["environment"]["NCCL_IB_GID_INDEX"] == "3"
+    assert w1["spec_sha256"] != plan["ranks"][2]["spec_sha256"]
+
+
+def test_override_with_a_known_bad_setting_is_caught() -> None:
+    hosts = cluster(3, **{"spark-w1": {"overrides": {"environment": {"NCCL_NVLS_ENABLE": "1"}}}})
+    rendered = problems(load_profile(str(SPARK3)), "tp3-triangle", hosts)
+    assert any("host spark-w1: dgxspark_overrides.environment.NCCL_NVLS_ENABLE" in p for p in rendered), rendered
+
+
+def test_hosts_from_inventory() -> None:
+    hostvars = {
+        "a": {"dgxspark_rank": 0, "dgxspark_fabric_address": "198.51.100.1"},
+        "b": {"dgxspark_rank": 1, "dgxspark_fabric_address": "198.51.100.2"},
+        "c": {
+            "dgxspark_rank": 2,
+            "dgxspark_fabric_address": "198.51.100.3",
+            "dgxspark_overrides": {"sizing": {"max_num_seqs": 4}},
+        },
+    }
+    hosts, both = hosts_from_inventory(hostvars, {"dgxspark_head": ["a"], "dgxspark_workers": ["b", "c", "a"]})
+    assert [h.name for h in hosts] == ["a", "b", "c"] and both == ["a"]
+    assert hosts[0].head and not hosts[1].head
+    assert hosts[2].overrides == {"sizing": {"max_num_seqs": 4}}
+    with pytest.raises(ProfileError, match="in both dgxspark_head and dgxspark_workers"):
+        build_plan(load_profile(str(SPARK3)), "tp3-triangle", hosts, both_groups=both)
+
+
+def test_entrypoint_is_explicit_for_any_image(spark3: dict[str, Any]) -> None:
+    document = edited(spark3, {"container/entrypoint": ["/opt/venv/bin/vllm", "serve"]})
+    plan = build_plan(validate_profile(document), "tp3-triangle", cluster(3))
+    argv = plan["ranks"][0]["argv"]
+    at = argv.index("--entrypoint")
+    assert argv[at : at + 4] == ["--entrypoint", "/opt/venv/bin/vllm", "spark-ds41f:1030", "serve"]
+
+
+def test_container_name_can_be_set(spark3: dict[str, Any]) -> None:
+    plan = build_plan(validate_profile(edited(spark3, {"container/name": "dsv41_canary"})), None, cluster(3))
+    assert plan["container_name"] == "dsv41_canary"
+    assert all(r["argv"][4] == "dsv41_canary" for r in plan["ranks"])

@@ -1,0 +1,233 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
+    load_profile,
+    parse_profile,
+    validate_profile,
+)
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import DELETE, SEED000, SPARK3, SPARK8, edited, read
+
+
+def problems_of(document: dict[str, Any]) -> list[str]:
+    with pytest.raises(ProfileError) as caught:
+        validate_profile(document, "profile.json")
+    return [p.render() for p in caught.value.problems]
+
+
+@pytest.mark.parametrize("path", [SEED000, SPARK3, SPARK8], ids=["seed000-exact", "spark3", "spark8"])
+def test_shipped_and_seed_profiles_validate(path: Any) -> None:
+    profile = load_profile(str(path))
+    assert profile.data["schema_version"] == 2
+    assert [w.render() for w in profile.warnings if "kho=off" not in w.render()] == []
+
+
+def test_seed000_format_gets_the_seed_defaults() -> None:
+    profile = load_profile(str(SEED000))
+    host = profile.data["host"]
+    assert (host["startup_memguard_grace_seconds"], host["memguard_grace_seconds"]) == (45, 30)
+    assert host["min_mem_available_gib"] == 100
+    assert profile.data["container"]["name"] == "vllm_dsv41"
+    assert profile.data["container"]["entrypoint"] == ["vllm", "serve"]
+
+
+# Each case: edits to seed 000's own profile, then (where, what) fragments every problem list must contain.
+BROKEN_SEED000 = {
+    "unknown shape as default": (
+        {"default_shape": "tp3-triangel"},
+        [("$.default_shape", "no such shape"), ("", "did you mean 'tp3-triangle'")],
+    ),
+    "misspelt sizing key": (
+        {"shapes/tp3-triangle/sizing/max_num_seq": 4},
+        [("$.shapes.tp3-triangle.sizing.max_num_seq", "unknown key"), ("", "did you mean 'max_num_seqs'")],
+    ),
+    "misspelt top-level key": ({"contianer": {}}, [("$.contianer", "did you mean 'container'")]),
+    "string where a number goes": (
+        {"shapes/tp3-triangle/sizing/max_num_seqs": "4"},
+        [("$.shapes.tp3-triangle.sizing.max_num_seqs", "must be an integer")],
+    ),
+    "missing required key": (
+        {"shapes/tp4-ring/sizing/max_model_len": DELETE},
+        [("$.shapes.tp4-ring.sizing.max_model_len", "required key is missing")],
+    ),
+    "schema version 1": ({"schema_version": 1}, [("$.schema_version", "not an allowed value")]),
+    "unknown transport": (
+        {"shapes/tp3-triangle/fabric/transport": "oneshot-drect"},
+        [("$.shapes.tp3-triangle.fabric.transport", "did you mean 'oneshot-direct'")],
+    ),
+    "triangle of four": ({"shapes/tp3-triangle/nodes": 4}, [("$.shapes.tp3-triangle.nodes", "exactly 3 nodes")]),
+    "startup floor below steady floor": (
+        {"host/startup_memguard_gib": 2},
+        [("$.host.startup_memguard_gib", "startup floor must be above")],
+    ),
+    "zero interval": ({"host/memguard_interval_seconds": 0}, [("$.host.memguard_interval_seconds", "too small")]),
+    "negative interval": (
+        {"host/startup_memguard_interval_seconds": -1},
+        [("$.host.startup_memguard_interval_seconds", "too small")],
+    ),
+    "grace shorter than an interval": (
+        {"host/memguard_grace_seconds": 1},
+        [("$.host.memguard_grace_seconds", "shorter than one sampling interval")],
+    ),
+    "startup wait shorter than its grace": (
+        {"host/startup_memguard_wait_seconds": 30},
+        [("$.host.startup_memguard_wait_seconds", "longer than its grace")],
+    ),
+    "pre-boot floor under the guard floor": (
+        {"host/min_mem_available_gib": 4},
+        [("$.host.min_mem_available_gib", "above the guard's startup floor")],
+    ),
+    "NVLS on": ({"shapes/tp3-triangle/environment/NCCL_NVLS_ENABLE": "1"}, [("NCCL_NVLS_ENABLE", "no NVLink")]),
+    "memlock not unlimited": (
+        {"container/docker_run_args/5": "--ulimit=memlock=8388608:8388608"},
+        [("$.container.docker_run_args", "memlock must be unlimited")],
+    ),
+    "IPC_LOCK missing": (
+        {"container/docker_run_args/4": "--cap-add=SYS_NICE"},
+        [("$.container.docker_run_args", "IPC_LOCK capability is missing")],
+    ),
+    "misspelt docker option": (
+        {"container/docker_run_args/1": "--ipcc=host"},
+        [("$.container.docker_run_args[1]", "not a `docker run` option"), ("", "did you mean '--ipc'")],
+    ),
+    "bridge network": (
+        {"container/docker_run_args/0": "--network=bridge"},
+        [("$.container.docker_run_args[0]", "host's network")],
+    ),
+    "restart policy": (
+        {"container/docker_run_args/11": "--restart=always"},
+        [("$.container.docker_run_args[11]", "automatic restarts")],
+    ),
+    "bad ulimit": (
+        {"container/docker_run_args/7": "--ulimit=core"},
+        [("$.container.docker_run_args[7]", "bad --ulimit")],
+    ),
+    "newline in a value": (
+        {"container/image": "spark-ds41f:1030\n--privileged"},
+        [("$.container.image", "control character or newline")],
+    ),
+    "control character in env": (
+        {"shapes/tp3-triangle/environment/FOO": "a\x07b"},
+        [("$.shapes.tp3-triangle.environment.FOO", "control character")],
+    ),
+    "bad env name": ({"shapes/tp3-triangle/environment/1BAD": "x"}, [("1BAD", "invalid key")]),
+    "batched tokens below seqs": (
+        {"shapes/tp3-triangle/sizing/max_num_batched_tokens": 2},
+        [("$.shapes.tp3-triangle.sizing.max_num_batched_tokens", "max_num_seqs")],
+    ),
+    "not an object": ({"host": [1, 2]}, [("$.host", "must be an object")]),
+}
+
+
+@pytest.mark.parametrize("edits,expected", BROKEN_SEED000.values(), ids=BROKEN_SEED000.keys())
+def test_broken_profiles_name_the_problem(edits: dict[str, Any], expected: list[tuple[str, str]]) -> None:
+    rendered = problems_of(edited(read(SEED000), edits))
+    for where, what in expected:
+        assert any(where in p and what in p for p in rendered), (where, what, rendered)
+    assert all(p.startswith("profile.json: ") for p in rendered)
+
+
+def test_eight_rank_shape_checks(spark8: dict[str, Any]) -> None:
+    document = edited(
+        spark8,
+        {
+            "shapes/tp8-300k/environment/NCCL_MAX_NCHANNELS": "64",
+            "container/docker_run_args/5": "--ulimit=nofile=65536:65536",
+        },
+    )
+    rendered = problems_of(document)
+    assert any("NCCL_MAX_NCHANNELS" in p and "capped" in p and 'found "64"' in p for p in rendered), rendered
+    assert any("nofile" in p and "1048576" in p for p in rendered), rendered
+
+
+def test_eight_ranks_without_any_nofile_limit(spark8: dict[str, Any]) -> None:
+    document = edited(spark8, {"container/docker_run_args/5": "--shm-size=16g"})
+    assert any("runs out of file handles" in p for p in problems_of(document))
+
+
+def test_every_problem_is_reported_at_once(seed000: dict[str, Any]) -> None:
+    document = edited(
+        seed000,
+        {
+            "shapes/tp3-triangle/sizing/max_num_seq": 4,
+            "host/startup_memguard_gib": 1,
+            "shapes/tp4-ring/environment/NCCL_NVLS_ENABLE": "1",
+            "container/docker_run_args/4": "--cap-add=SYS_NICE",
+        },
+    )
+    with pytest.raises(ProfileError) as caught:
+        validate_profile(document)
+    # Structure first: the unknown key is reported; semantics wait until the structure is sound.
+    assert len(caught.value.problems) == 1
+    document = edited(document, {"shapes/tp3-triangle/sizing/max_num_seq": DELETE})
+    rendered = problems_of(document)
+    assert len(rendered) >= 3
+    assert any("startup_memguard_gib" in p for p in rendered)
+    assert any("NCCL_NVLS_ENABLE" in p for p in rendered)
+    assert any("IPC_LOCK" in p for p in rendered)
+
+
+def test_malformed_json_gives_line_and_column() -> None:
+    text = SEED000.read_text().replace('"nodes": 3,', '"nodes": 3', 1)
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, "broken.json")
+    message = str(caught.value)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if '"nodes": 3' in row) + 1
+    assert f"broken.json: line {line}, column" in message
+    assert "malformed JSON" in message
+
+
+def test_duplicate_keys_are_reported(seed000: dict[str, Any]) -> None:
+    text = json.dumps(seed000, indent=2).replace('"max_num_seqs": 4,', '"max_num_seqs": 4, "max_num_seqs": 8,')
+    with pytest.raises(ProfileError) as caught:
+        parse_profile(text, "dup.json")
+    assert "$.shapes.tp3-triangle.sizing.max_num_seqs: duplicate key" in str(caught.value)
+
+
+def test_unreadable_file(tmp_path: Any) -> None:
+    with pytest.raises(ProfileError, match="cannot read the profile"):
+        load_profile(str(tmp_path / "missing.json"))
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ProfileError, match="not UTF-8"):
+        load_profile(str(binary))
+
+
+def test_sources_must_point_at_something(spark3: dict[str, Any]) -> None:
+    document = edited(spark3, {"sources/$.shapes.tp3-triangle.sizing.max_num_seqz": "seed 000"})
+    assert any("cites a value the profile does not have" in p for p in problems_of(document))
+
+
+def test_fork_flags_and_unknown_vllm_flags(seed000: dict[str, Any]) -> None:
+    unknown = edited(seed000, {"container/serve_args": ["--max-parallel-prefills", "2"]})
+    rendered = problems_of(unknown)
+    assert any(
+        "--max-parallel-prefills" in p and "unrecognized arguments" in p and "fork_flags" in p for p in rendered
+    ), rendered
+    declared = edited(unknown, {"container/fork_flags": ["--max-parallel-prefills"]})
+    validate_profile(declared)
+
+
+def test_flags_the_collection_renders_are_refused(seed000: dict[str, Any]) -> None:
+    document = edited(seed000, {"container/serve_args": ["--max-num-seqs", "8", "--max-modle-len=4"]})
+    rendered = problems_of(document)
+    assert any("--max-num-seqs is rendered by the collection" in p and "sizing.max_num_seqs" in p for p in rendered)
+    assert any("--max-modle-len" in p and "did you mean '--max-model-len'" in p for p in rendered), rendered
+
+
+def test_vllm_value_checks(seed000: dict[str, Any]) -> None:
+    document = edited(seed000, {"container/serve_args": ["--seed", "lots", "--enforce-eager"]})
+    rendered = problems_of(document)
+    assert any("--seed takes" in p for p in rendered), rendered
+
+
+def test_control_characters_in_serve_args(seed000: dict[str, Any]) -> None:
+    document = edited(seed000, {"container/serve_args": ["--enforce-eager", "x\ny"]})
+    assert any("control character" in p for p in problems_of(document))
