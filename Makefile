@@ -206,10 +206,13 @@ compat-sanity: compat-venv sanity-prereqs
 	    $(CURDIR)/$(COMPAT_VENV)/bin/ansible-test sanity --venv $(if $(COMPAT_SANITY_PYTHON),--python $(COMPAT_SANITY_PYTHON)) --color no $(COMPAT_SANITY_ARGS)
 
 # --------------------------------------------------------------------------- test
-# test: every stage in TEST_STAGES, in order, each in its own make so one failing stage
-# does not hide the others; prints how long each took and fails if any failed.
-test: venv ## lint, units, sanity, compat (+ EXTRA_TEST_TARGETS), with timings
+# test: builds the venv, then runs every stage in TEST_STAGES in order, each in its own
+# `make --keep-going` so that one failing check does not hide the others; prints how long
+# each took and fails if any failed.
+test: ## venv, then lint, units, sanity, compat (+ EXTRA_TEST_TARGETS), with timings
 	@summary=(); failed=(); total_start=$$SECONDS; \
+	start=$$SECONDS; $(MAKE) venv; \
+	summary+=("$$(printf '  %-16s %-7s %4ss' venv ok "$$((SECONDS - start))")"); \
 	for stage in $(TEST_STAGES); do \
 	    start=$$SECONDS; \
 	    if $(MAKE) --keep-going $$stage; then result=ok; else result=FAILED; failed+=("$$stage"); fi; \

@@ -58,6 +58,7 @@ PER_RANK_ENV = frozenset(
         "NCCL_DEBUG_SUBSYS",
         "NCCL_DEBUG_FILE",
         "CUDA_VISIBLE_DEVICES",
+        "VLLM_HOST_IP",
     }
 )
 AGREEING_ENV_PREFIXES = ("NCCL_", "VLLM_", "TORCH_NCCL_", "DSV41_")
@@ -302,6 +303,8 @@ def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr:
     else:
         args = base_args
     env = shape_environment(shape)
+    # vLLM opens further ports on VLLM_HOST_IP (default: the default route's interface); pin it to the fabric.
+    env.setdefault("VLLM_HOST_IP", str(host.fabric_address))
     if over.get("environment") or over.get("fabric"):
         check_nccl_environment(env, shape["nodes"], shape["fabric"]["nccl_net"], f"{where}.environment", out)
     rank = int(host.rank)

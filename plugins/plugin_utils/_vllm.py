@@ -8,6 +8,8 @@ The option table is generated from the vLLM release's own argument parser
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +54,26 @@ SIZING_FLAGS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Destinations of the rendered flags: catches their short forms (-tp, -n, -r, -sc) and aliases too.
+RENDERED_DESTS: dict[str, str] = {
+    SERVE_OPTIONS[flag]["dest"]: flag
+    for flag in RENDERED_FLAGS
+    if flag in SERVE_OPTIONS and "dest" in SERVE_OPTIONS[flag]
+}
+
+
 @dataclass(frozen=True)
 class ServeArg:
     flag: str
+    """The option as vLLM resolves it (underscores before the first '.' made dashes); '' for a value alone."""
     value: str | None
     index: int
+    values: tuple[str, ...] = ()
+    """All values, for options that take several (nargs '+' or '*')."""
+    key: str = ""
+    """For the dotted JSON form ``--speculative-config.method mtp``: the nested key ("method")."""
+    abbreviates: str = ""
+    """The full upstream flag, when ``flag`` is an unambiguous abbreviation vLLM would accept."""
 
 
 def _spec(flag: str) -> Mapping[str, Any] | None:
@@ -64,36 +81,84 @@ def _spec(flag: str) -> Mapping[str, Any] | None:
 
 
 def canonical(flag: str) -> str:
-    """vLLM's parser accepts ``--max_model_len`` for ``--max-model-len``; compare in dashed form."""
-    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+    """vLLM turns underscores into dashes in a ``--`` option, up to its first '.' (``--max_model_len``)."""
+    if not flag.startswith("--"):
+        return flag
+    head, dot, rest = flag[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + rest
+
+
+def _is_option(token: str) -> bool:
+    return token.startswith("-") and token not in ("-", "--") and not _is_number(token)
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_serve_args(args: Sequence[str], extra_flags: Iterable[str] = ()) -> list[ServeArg]:
-    """Split serve arguments into flags and values, the way vLLM's parser reads them."""
+    """Split serve arguments into options and values the way vLLM's parser reads them.
+
+    ``--flag value`` and ``--flag=value`` are the same; switches take no value; ``nargs`` '+'/'*'
+    take values up to the next option; '?' takes the next token only when it is not an option;
+    ``--json-option.key value`` sets one key of a JSON option. Flags in ``extra_flags`` (a fork's)
+    take a value when one follows.
+    """
     extra = {canonical(f) for f in extra_flags}
     result: list[ServeArg] = []
     i = 0
     while i < len(args):
         start, item = i, args[i]
-        if not item.startswith("-") or item in ("-", "--"):
-            result.append(ServeArg("", item, start))
-            i += 1
-            continue
-        flag, sep, inline = item.partition("=")
-        flag = canonical(flag)
-        spec = _spec(flag)
-        takes_value = bool(spec and spec.get("takes_value")) or (flag in extra and not sep and _next_is_value(args, i))
-        value: str | None = inline if sep else None
-        if not sep and takes_value and i + 1 < len(args):
-            i += 1
-            value = args[i]
-        result.append(ServeArg(flag, value, start))
         i += 1
+        if not _is_option(item):
+            result.append(ServeArg("", item, start))
+            continue
+        written, sep, inline = item.partition("=")
+        flag = canonical(written)
+        base, dot, key = flag.partition(".")
+        spec = _spec(base)
+        abbreviates = ""
+        if spec is None and base not in extra and len(_abbreviation_of(base)) == 1:
+            abbreviates = _abbreviation_of(base)[0]
+            spec = _spec(abbreviates)
+        if dot and spec is not None and str(spec.get("type", "")).startswith("json"):
+            flag = base
+        elif dot:
+            key = ""  # not a JSON option: keep the whole token as the (unknown) flag
+        nargs = spec.get("nargs") if spec else None
+        takes_value = (
+            bool(spec and spec.get("takes_value"))
+            or bool(key)
+            or (spec is None and flag in extra and i < len(args) and not _is_option(args[i]))
+        )
+        if sep:
+            result.append(ServeArg(flag, inline, start, (inline,), key, abbreviates))
+            continue
+        if not takes_value:
+            result.append(ServeArg(flag, None, start, (), key, abbreviates))
+            continue
+        if nargs in ("+", "*"):
+            values = []
+            while i < len(args) and not _is_option(args[i]):
+                values.append(args[i])
+                i += 1
+            result.append(ServeArg(flag, " ".join(values) if values else None, start, tuple(values), key, abbreviates))
+            continue
+        if nargs == "?" and (i >= len(args) or _is_option(args[i])):
+            result.append(ServeArg(flag, None, start, (), key, abbreviates))
+            continue
+        value = args[i] if i < len(args) else None
+        i += 1 if value is not None else 0
+        result.append(ServeArg(flag, value, start, () if value is None else (value,), key, abbreviates))
     return result
 
 
-def _next_is_value(args: Sequence[str], i: int) -> bool:
-    return i + 1 < len(args) and not args[i + 1].startswith("--")
+def _abbreviation_of(flag: str) -> list[str]:
+    return sorted(f for f in SERVE_OPTIONS if f.startswith("--") and f.startswith(flag) and f != flag)
 
 
 def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str, out: Collector) -> None:
@@ -104,17 +169,33 @@ def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str,
         if not arg.flag:
             out.error(place, "a value without a flag", found=arg.value, expected="--flag, --flag=value or --flag value")
             continue
-        if arg.flag in RENDERED_FLAGS:
+        if arg.abbreviates:
             out.error(
                 place,
-                f"{arg.flag} is rendered by the collection",
+                "an abbreviation: vLLM would accept it, but one more upstream flag could change its meaning",
                 found=arg.flag,
-                hint=f"set {RENDERED_FLAGS[arg.flag]} instead",
+                hint=f"write the full flag {arg.abbreviates}",
+            )
+        flag = arg.abbreviates or arg.flag
+        spec = _spec(flag)
+        rendered = RENDERED_FLAGS.get(flag) or (
+            RENDERED_FLAGS[RENDERED_DESTS[spec["dest"]]] if spec and spec.get("dest") in RENDERED_DESTS else None
+        )
+        if rendered:
+            out.error(
+                place, f"{flag} is rendered by the collection", found=args[arg.index], hint=f"set {rendered} instead"
             )
             continue
-        spec = _spec(arg.flag)
         if spec is None:
             if arg.flag in forks:
+                clash = _abbreviation_of(arg.flag)
+                if clash:
+                    out.warn(
+                        place,
+                        f"{arg.flag} (a fork flag) is a prefix of upstream {clash[0]}: on an image "
+                        "without the fork, vLLM would silently take it as that flag",
+                        found=arg.flag,
+                    )
                 continue
             hint = did_you_mean(arg.flag, SERVE_OPTIONS) or ""
             hint = (hint + " " if hint else "") + "a flag of the image's vLLM fork goes in container.fork_flags"
@@ -125,24 +206,7 @@ def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str,
                 hint=hint,
             )
             continue
-        if spec.get("takes_value") and arg.value is None and spec.get("nargs") not in ("?", "*"):
-            out.error(place, f"{arg.flag} needs a value", found=arg.flag, expected=f"{arg.flag}=VALUE")
-            continue
-        choices = spec.get("choices")
-        if choices and arg.value is not None and arg.value not in [str(c) for c in choices]:
-            out.error(
-                place,
-                f"invalid choice for {arg.flag}",
-                found=arg.value,
-                expected="one of " + ", ".join(str(c) for c in choices),
-                hint=did_you_mean(arg.value, [str(c) for c in choices]),
-            )
-        kind = spec.get("type")
-        if arg.value is not None and kind in ("int", "float"):
-            try:
-                int(arg.value) if kind == "int" else float(arg.value)
-            except ValueError:
-                out.error(place, f"{arg.flag} takes {'an integer' if kind == 'int' else 'a number'}", found=arg.value)
+        _check_value(arg, spec, args, place, out)
     for flag in sorted(forks & set(SERVE_OPTIONS)):
         out.warn(
             f"{where}",
@@ -150,6 +214,58 @@ def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str,
             found=flag,
             hint="remove it from fork_flags",
         )
+
+
+def _check_value(arg: ServeArg, spec: Mapping[str, Any], args: Sequence[str], place: str, out: Collector) -> None:
+    if not spec.get("takes_value"):
+        if arg.value is not None:
+            out.error(
+                place,
+                f"{arg.flag} is a switch and takes no value; vLLM would exit 2",
+                found=args[arg.index],
+                expected=arg.flag,
+            )
+        return
+    if arg.value is None:
+        if spec.get("nargs") not in ("?", "*"):
+            out.error(place, f"{arg.flag} needs a value", found=args[arg.index], expected=f"{arg.flag}=VALUE")
+        return
+    if arg.key:
+        return  # one key of a JSON option: vLLM checks the assembled object later
+    choices = spec.get("choices")
+    for value in arg.values or (arg.value,):
+        if choices and value not in [str(c) for c in choices if c is not None]:
+            out.error(
+                place,
+                f"invalid choice for {arg.flag}",
+                found=value,
+                expected="one of " + ", ".join(str(c) for c in choices if c is not None),
+                hint=did_you_mean(value, [str(c) for c in choices if c is not None]),
+            )
+        problem = _type_problem(str(spec.get("type")), value)
+        if problem:
+            out.error(place, f"{arg.flag} takes {problem}; vLLM would exit 2", found=value)
+
+
+_HUMAN = re.compile(r"[0-9]+(\.[0-9]+)?[kKmMgGtT]?")
+
+
+def _type_problem(kind: str, value: str) -> str:
+    """What ``value`` should be for a converter of this ``kind``, or '' when it converts."""
+    try:
+        if kind == "int":
+            int(value)
+        elif kind == "float":
+            float(value)
+        elif kind == "json":
+            if not value.lstrip().startswith("{") or not isinstance(json.loads(value), dict):
+                return "a JSON object"
+        elif kind in ("human_int", "human_int_or_auto"):
+            if not (_HUMAN.fullmatch(value) or value == "-1" or (kind == "human_int_or_auto" and value == "auto")):
+                return "a size such as 8192, 128k or 128K" + (" (or auto)" if kind.endswith("auto") else "")
+    except ValueError:
+        return {"int": "an integer", "float": "a number", "json": "a JSON object"}.get(kind, "a valid value")
+    return ""
 
 
 def has_flag(flag: str) -> bool:

@@ -575,6 +575,24 @@ def verify_parsing(parser: argparse.ArgumentParser) -> list[str]:
     cc = parse("--compilation-config", '{"cudagraph_mode": "NONE"}').compilation_config
     expect("--compilation-config JSON validated into CompilationConfig", type(cc).__name__ == "CompilationConfig")
     expect("-O3 -> --optimization-level 3", str(parse("-O3").optimization_level) in ("3", "O3"))
+    expect("ambiguous prefix --max-num exits 2", rejects("--max-num", "4"))
+    expect("case matters: --Max-Model-Len exits 2", rejects("--Max-Model-Len", "5"))
+    expect("repeated flag: last wins", parse("--port", "8000", "--port", "9000").port == 9000)
+    expect("--served-model-name a b (nargs +)", parse("--served-model-name", "a", "b").served_model_name == ["a", "b"])
+    expect("--hf-token bare = True (nargs ?)", parse("--hf-token").hf_token is True)
+    expect(
+        "--kv-cache-memory-bytes 80G = 80 GiB",
+        parse("--kv-cache-memory-bytes", "80G").kv_cache_memory_bytes == 80 << 30,
+    )
+    expect("--max-num-seqs 8k exits 2 (plain int)", rejects("--max-num-seqs", "8k"))
+    spec = parse("--speculative_config.num_speculative_tokens", "2").speculative_config
+    expect("dotted key: prefix normalised, nested key kept", spec == {"num_speculative_tokens": 2})
+    spec = parse("--speculative-config", "None").speculative_config
+    expect("--speculative-config None = None", spec is None)
+    expect(
+        "--distributed-executor-backend is free text at parse time",
+        parse("--distributed-executor-backend", "bogus").distributed_executor_backend == "bogus",
+    )
     return failures
 
 
