@@ -99,6 +99,7 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
             found=nvls,
             expected='"0"',
             hint="seed 002 section 4.1",
+            check="nvls-off",
         )
     channels = _int(env, "NCCL_MAX_NCHANNELS", where, out)
     buffsize = _int(env, "NCCL_BUFFSIZE", where, out)
@@ -112,6 +113,7 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
                 found=env.get("NCCL_MAX_NCHANNELS"),
                 expected=f"<= {MAX_CHANNELS_AT_8}",
                 hint="seed 002 section 4.1 and lesson 1",
+                check="nccl-channels-at-8-ranks",
             )
         if buffsize is None or buffsize > MAX_BUFFSIZE_AT_8:
             out.error(
@@ -120,6 +122,7 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
                 found=env.get("NCCL_BUFFSIZE"),
                 expected=f"<= {MAX_BUFFSIZE_AT_8}",
                 hint="seed 002 section 4.1",
+                check="nccl-buffsize-at-8-ranks",
             )
     if minimum is not None and channels is not None and minimum > channels:
         out.error(f"{where}.NCCL_MIN_NCHANNELS", "above NCCL_MAX_NCHANNELS", found=minimum, expected=f"<= {channels}")

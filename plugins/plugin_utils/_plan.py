@@ -124,7 +124,7 @@ def build_plan(
     """Render every rank of ``shape_name`` for ``hosts`` and check that they agree."""
     name = select_shape(profile, shape_name)
     shape = profile.data["shapes"][name]
-    out = Collector("inventory")
+    out = Collector("inventory", waivers=dict(profile.data.get("waivers", {})))
     ranked = _check_hosts(hosts, shape["nodes"], name, groups, both_groups, out)
     out.raise_if_errors()
     head = next(h for h in ranked if h.rank == 0)

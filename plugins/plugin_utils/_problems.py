@@ -103,8 +103,17 @@ class Collector:
 
     source: str = ""
     items: list[Problem] = field(default_factory=list)
+    waivers: dict[str, str] = field(default_factory=dict)
+    """Check name -> the profile's reason for accepting what the check finds (reported as a warning)."""
 
-    def error(self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "") -> None:
+    def error(
+        self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "", check: str = ""
+    ) -> None:
+        """Record an error; a named ``check`` the profile waives becomes a warning that says why."""
+        if check and check in self.waivers:
+            message = f"waived {check} ({self.waivers[check]}): {message}"
+            self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source))
+            return
         self.items.append(Problem(where, message, found, expected, hint, ERROR, self.source))
 
     def warn(self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "") -> None:

@@ -82,6 +82,7 @@ def validate_profile(raw: Any, source: str = "<profile>") -> Profile:
     if out.errors or not isinstance(data, dict):
         # Semantics on a structurally broken document would only repeat the same problems.
         raise ProfileError(out.errors, out.warnings)
+    out.waivers = dict(data.get("waivers", {}))
     if data["default_shape"] not in data["shapes"]:
         out.error(
             "$.default_shape",
@@ -97,7 +98,7 @@ def validate_profile(raw: Any, source: str = "<profile>") -> Profile:
     for name in sorted(data["shapes"]):
         check_shape(data, name, out)
     out.raise_if_errors()
-    return Profile(data, source, profile_digest(data), out.warnings)
+    return Profile(data, source, profile_digest(data), list({w.render(): w for w in out.warnings}.values()))
 
 
 def effective_container(data: Mapping[str, Any], shape_name: str) -> dict[str, Any]:
@@ -243,6 +244,7 @@ def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collec
                 "memory until sshd hung); the collection never restarts a rank on its own",
                 found=value,
                 expected='"no" or no --restart',
+                check="restart-policy",
             )
         elif option.name == "--ulimit":
             try:
@@ -265,6 +267,7 @@ def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collec
                 "ranks need the host's network: NCCL and the head's rendezvous use the fabric interfaces directly",
                 found=value,
                 expected='"host" (seed 000: --network=host)',
+                check="network-host",
             )
     first = paths[0] if paths else "$.container.docker_run_args"
     base = first.split("[")[0]
@@ -273,6 +276,7 @@ def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collec
             base,
             "no --network=host: ranks would sit behind Docker's bridge and never reach each other",
             expected='"--network=host" (seed 000)',
+            check="network-host",
         )
     if "--ipc" not in where_of and "--shm-size" not in where_of:
         out.warn(
@@ -316,12 +320,14 @@ def _check_limits(
                 "with 'ibv_reg_mr ... Cannot allocate memory'",
                 found=None if memlock is None else f"memlock={memlock.soft}:{memlock.hard}",
                 expected='"--ulimit=memlock=-1:-1" (seed 000, seed 002 section 4.2)',
+                check="memlock-unlimited",
             )
         if not privileged and not caps & {"IPC_LOCK", "ALL"}:
             out.error(
                 where_of.get("--cap-add", base),
                 "the IPC_LOCK capability is missing: RDMA cannot pin memory",
                 expected='"--cap-add=IPC_LOCK" (seed 000, seed 002 section 4.2)',
+                check="ipc-lock",
             )
         devices = docker.option_values(args, "--device")
         if not privileged and not any(d.split(":")[0].startswith("/dev/infiniband") for d in devices):
@@ -330,9 +336,12 @@ def _check_limits(
                 "the RDMA devices are not passed in",
                 expected='"--device=/dev/infiniband:/dev/infiniband:rwm" (seed 000)',
                 hint="or set the shape's fabric.nccl_net to Socket for a fabric without RoCE",
+                check="rdma-devices",
             )
         if "--gpus" not in where_of and not privileged:
-            out.error(base, "no --gpus: the engine would not see the GPU", expected='"--gpus=all" (seed 000)')
+            out.error(
+                base, "no --gpus: the engine would not see the GPU", expected='"--gpus=all" (seed 000)', check="gpus"
+            )
     if nodes >= MANY_RANKS:
         nofile = ulimits.get("nofile")
         if nofile is None or min(_lim(nofile.soft), _lim(nofile.hard)) < NOFILE_AT_8:
@@ -341,6 +350,7 @@ def _check_limits(
                 f"at {nodes} ranks NCCL 2.30 runs out of file handles below nofile {NOFILE_AT_8}",
                 found=None if nofile is None else f"nofile={nofile.soft}:{nofile.hard}",
                 expected=f'"--ulimit=nofile={NOFILE_AT_8}:{NOFILE_AT_8}" (seed 002 section 4.2, lesson 3)',
+                check="nofile-at-8-ranks",
             )
 
 

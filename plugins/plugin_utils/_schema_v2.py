@@ -31,6 +31,21 @@ DOCKER_NAME = r"[a-zA-Z0-9][a-zA-Z0-9_.-]+"
 ABS_PATH = r"/[^\x00-\x1f\x7f]*"
 IMAGE_REF = r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?"
 
+# Checks a profile may waive, with a reason, where it knowingly runs outside what real Sparks need
+# (the simulated cluster: no RDMA, no GPU, a host that grants nofile 20000 at most).
+WAIVABLE_CHECKS = {
+    "restart-policy": "no --restart policy on a rank",
+    "network-host": "ranks on the host's network",
+    "memlock-unlimited": "memlock unlimited when NCCL uses RoCE",
+    "ipc-lock": "the IPC_LOCK capability when NCCL uses RoCE",
+    "rdma-devices": "/dev/infiniband passed in when NCCL uses RoCE",
+    "gpus": "--gpus when NCCL uses RoCE (real hardware)",
+    "nofile-at-8-ranks": "nofile >= 1048576 at 8 ranks (NCCL 2.30)",
+    "nvls-off": "NCCL_NVLS_ENABLE=0 (GB10 has no NVLink)",
+    "nccl-channels-at-8-ranks": "at most 8 NCCL channels at 8 ranks",
+    "nccl-buffsize-at-8-ranks": "NCCL buffers of at most 1 MiB at 8 ranks",
+}
+
 # How the nodes are cabled, and the fabric transports seed 000 names for them.
 TOPOLOGIES = ("triangle", "ring", "switch")
 TRANSPORTS = {
@@ -356,6 +371,14 @@ PROFILE = Node(
         ),
         "container": CONTAINER,
         "host": HOST,
+        "waivers": Node(
+            "map",
+            "Checks this profile knowingly fails, each with the reason; they are reported as warnings. Names: "
+            + ", ".join(f"{k} ({v})" for k, v in WAIVABLE_CHECKS.items())
+            + ".",
+            values=Node("string", pattern=r"[^\x00-\x1f\x7f]{8,}", pattern_hint="a reason of at least 8 characters"),
+            key_enum=tuple(WAIVABLE_CHECKS),
+        ),
         "sources": Node(
             "map",
             "Where each number comes from: JSON path (e.g. $.shapes.tp3-triangle.sizing.max_num_seqs) to a citation.",

@@ -55,6 +55,8 @@ class Node:
     values: Node | None = None
     """For ``map`` (free keys) and ``array``: the type of each value or item."""
     key_pattern: str = ""
+    key_enum: tuple[str, ...] = ()
+    """For ``map``: the only keys allowed, when they are a fixed set."""
     examples: tuple[Any, ...] = ()
 
     @property
@@ -84,6 +86,14 @@ def validate(node: Node, data: Any, out: Collector, path: str = "$") -> Any:
         result = {}
         for key, value in data.items():
             child = _child(path, key)
+            if node.key_enum and key not in node.key_enum:
+                out.error(
+                    child,
+                    "unknown key",
+                    found=key,
+                    expected="one of: " + ", ".join(node.key_enum),
+                    hint=did_you_mean(key, node.key_enum),
+                )
             if node.key_pattern and not re.fullmatch(node.key_pattern, key):
                 out.error(child, "invalid key", found=key, expected=f"a key matching {node.key_pattern}")
             if _CONTROL.search(key):
@@ -206,6 +216,8 @@ def _to_schema(node: Node) -> dict[str, Any]:
             out["additionalProperties"] = _to_schema(node.values)
         if node.key_pattern:
             out["propertyNames"] = {"pattern": f"^(?:{node.key_pattern})$"}
+        if node.key_enum:
+            out["propertyNames"] = {"enum": list(node.key_enum)}
     elif node.type == "array":
         out["type"] = "array"
         if node.values is not None:

@@ -231,3 +231,29 @@ def test_vllm_value_checks(seed000: dict[str, Any]) -> None:
 def test_control_characters_in_serve_args(seed000: dict[str, Any]) -> None:
     document = edited(seed000, {"container/serve_args": ["--enforce-eager", "x\ny"]})
     assert any("control character" in p for p in problems_of(document))
+
+
+def test_a_waived_check_becomes_a_warning_with_its_reason(spark8: dict[str, Any]) -> None:
+    document = edited(spark8, {"container/docker_run_args/5": "--ulimit=nofile=20000:20000"})
+    assert any("runs out of file handles" in p for p in problems_of(document))
+    waived = edited(document, {"waivers": {"nofile-at-8-ranks": "simulated cluster, no NCCL here"}})
+    profile = validate_profile(waived)
+    assert [w.render() for w in profile.warnings] == [
+        w.render()
+        for w in profile.warnings
+        if "waived nofile-at-8-ranks (simulated cluster, no NCCL here)" in w.render()
+    ]
+    assert len(profile.warnings) == 1
+
+
+def test_unknown_waiver_is_an_error(spark8: dict[str, Any]) -> None:
+    rendered = problems_of(edited(spark8, {"waivers": {"nofile-at-8-rank": "because reasons"}}))
+    assert any(
+        "$.waivers.nofile-at-8-rank: unknown key" in p and "did you mean 'nofile-at-8-ranks'" in p for p in rendered
+    ), rendered
+
+
+@pytest.mark.parametrize("name", ["sim3", "sim4", "sim8"])
+def test_simulated_cluster_profiles_validate(name: str) -> None:
+    profile = load_profile(str(SPARK3.parents[1] / name / "serving-profile.json"))
+    assert all(s["fabric"]["nccl_net"] == "Socket" for s in profile.data["shapes"].values())
