@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """How long validation and planning take: shipped profiles, and synthetic ones of 8, 64 and 1,000 ranks.
@@ -40,7 +40,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import l
 def median_ms(function: Callable[[], Any], repeat: int) -> float:
     function()  # warm caches and imports
     samples = []
-    for _ in range(repeat):
+    for _round in range(repeat):
         start = time.perf_counter()
         function()
         samples.append((time.perf_counter() - start) * 1000)

@@ -20,7 +20,7 @@ description:
     C(ansible localhost -m dgxspark.cluster.serving_profile -a 'src=inventories/spark3/serving-profile.json').
   - Runs on the controller only, as an action plugin.
 author:
-  - dgxspark.cluster contributors
+  - dgxspark.cluster maintainers (@dgxspark)
 options:
   src:
     description:
@@ -53,7 +53,9 @@ attributes:
     description: Read-only; runs the same under C(--check).
   diff_mode:
     support: none
+    description: Changes nothing, so there is no difference to show.
   platform:
+    support: full
     platforms: all
     description: Runs on the controller.
 seealso:

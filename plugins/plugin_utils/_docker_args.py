@@ -114,7 +114,7 @@ def parse_ulimit(text: str) -> tuple[str, Ulimit]:
     name, sep, limits = text.partition("=")
     if not sep or not name:
         raise ValueError(f"'{text}' is not NAME=SOFT[:HARD]")
-    soft_text, _, hard_text = limits.partition(":")
+    soft_text, _sep, hard_text = limits.partition(":")
     try:
         soft = int(soft_text)
         hard = int(hard_text) if hard_text else soft

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Generate ``plugins/plugin_utils/_vllm_serve_args.py`` from vLLM's real ``vllm serve`` parser.
@@ -146,7 +146,7 @@ def build_serve_parser() -> tuple[argparse.ArgumentParser, str]:
     """
     _prepare_environment()
     import vllm
-    import vllm.engine.arg_utils as arg_utils
+    from vllm.engine import arg_utils
 
     # Config-field help texts are only read when "--help" is on the command line (arg_utils.NEEDS_HELP).
     arg_utils.NEEDS_HELP = True  # type: ignore[attr-defined]
@@ -197,7 +197,7 @@ def _classify_type(action: argparse.Action) -> tuple[str, bool, str | None]:
     optional = False
     json_class: str | None = None
     # vllm.engine.arg_utils.optional_type(...) / parse_type(...) wrap the real converter.
-    for _ in range(4):
+    for _depth in range(4):
         qualname = getattr(func, "__qualname__", "")
         if qualname.endswith("optional_type.<locals>._optional_type"):
             optional = True
@@ -243,7 +243,7 @@ def _action_kind(action: argparse.Action) -> str:
     ):
         if isinstance(action, cls):
             return name
-    if type(action) is argparse._StoreAction:
+    if action.__class__ is argparse._StoreAction:  # exactly store, not a subclass
         return "store"
     return type(action).__name__
 
@@ -276,7 +276,7 @@ def _first_help_line(text: str | None) -> str | None:
 def _deprecated_flags(parser: argparse.ArgumentParser) -> set[str]:
     """Flags vLLM itself calls deprecated: in help texts and arg_utils' *_DEPRECATION_MESSAGE strings."""
     texts = [a.help or "" for a in parser._actions]
-    import vllm.engine.arg_utils as arg_utils
+    from vllm.engine import arg_utils
 
     texts += [v for k, v in vars(arg_utils).items() if k.endswith("_DEPRECATION_MESSAGE") and isinstance(v, str)]
     return {m.group(1) for text in texts for m in _DEPRECATED_FLAG.finditer(text)}
@@ -597,7 +597,7 @@ def verify_parsing(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    cli = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0] if __doc__ else None)
     cli.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="module to write (default: %(default)s)")
     cli.add_argument(
         "--date",
