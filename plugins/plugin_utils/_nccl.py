@@ -44,7 +44,7 @@ RING = {"NCCL_ALGO": "Ring"}
 
 def topology_of(fabric: Mapping[str, Any]) -> str:
     """The cabling of a shape's fabric: explicit ``topology``, else what ``transport`` implies."""
-    return str(fabric.get("topology") or TRANSPORTS[fabric["transport"]])
+    return str(fabric.get("topology") or TRANSPORTS.get(fabric["transport"], ""))
 
 
 def nccl_environment(

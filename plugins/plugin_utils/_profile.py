@@ -35,6 +35,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args
 
+GB10_MEMORY_GIB = 128  # unified LPDDR5X per DGX Spark (REFERENCE.md; seed 002 section 2)
 NOFILE_AT_8 = 1048576  # seed 002 section 4.2 and lesson 3: NCCL 2.30 at 8 ranks
 UNLIMITED = -1
 ENGRAM_COMPONENT = "engram"
@@ -79,24 +80,35 @@ def parse_profile(text: str, source: str = "<profile>") -> Profile:
 def validate_profile(raw: Any, source: str = "<profile>") -> Profile:
     out = Collector(source)
     data = validate(PROFILE, raw, out)
-    if out.errors or not isinstance(data, dict):
-        # Semantics on a structurally broken document would only repeat the same problems.
+    if not isinstance(data, dict):
         raise ProfileError(out.errors, out.warnings)
-    out.waivers = dict(data.get("waivers", {}))
-    if data["default_shape"] not in data["shapes"]:
+    # Parts with structural problems are not checked further (that would only repeat them); every
+    # other part is, so one run reports everything.
+    broken = [p.where for p in out.errors]
+
+    def clean(*paths: str) -> bool:
+        return not any(w == p or w.startswith((p + ".", p + "[")) for w in broken for p in paths)
+
+    out.waivers = dict(data.get("waivers", {})) if clean("$.waivers") else {}
+    shapes = data.get("shapes") if isinstance(data.get("shapes"), dict) else {}
+    if clean("$.default_shape", "$.shapes") and "default_shape" in data and data["default_shape"] not in shapes:
         out.error(
             "$.default_shape",
             "no such shape",
             found=data["default_shape"],
-            expected="one of: " + ", ".join(sorted(data["shapes"])),
-            hint=did_you_mean(data["default_shape"], data["shapes"]),
+            expected="one of: " + ", ".join(sorted(shapes)),
+            hint=did_you_mean(data["default_shape"], shapes),
         )
-    if not data["shapes"]:
+    if "shapes" in data and clean("$.shapes") and not shapes:
         out.error("$.shapes", "the profile defines no shape", expected="at least one shape")
-    _check_host(data["host"], out)
-    _check_sources(raw, data.get("sources", {}), out)
-    for name in sorted(data["shapes"]):
-        check_shape(data, name, out)
+    if "host" in data and clean("$.host"):
+        _check_host(data["host"], out)
+    if clean("$.sources"):
+        _check_sources(raw, data.get("sources", {}), out)
+    if "container" in data and "model" in data and clean("$.container", "$.model"):
+        for name in sorted(shapes):
+            if clean(f"$.shapes.{name}"):
+                check_shape(data, name, out)
     out.raise_if_errors()
     return Profile(data, source, profile_digest(data), list({w.render(): w for w in out.warnings}.values()))
 
@@ -164,6 +176,16 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
     _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
     memory = shape.get("memory")
     check_memory(memory_budget(sizing, memory), limit, where, out)
+    kv_bytes = sizing.get("kv_cache_memory_bytes")
+    ceiling = limit if limit is not None else GB10_MEMORY_GIB
+    if kv_bytes is not None and kv_bytes / GIB >= ceiling:
+        out.error(
+            f"{where}.sizing.kv_cache_memory_bytes",
+            f"a KV cache of {kv_bytes / GIB:.1f} GiB per rank does not fit in the "
+            + (f"container's --memory limit of {limit:g} GiB" if limit is not None else f"{ceiling:g} GiB of a GB10"),
+            found=kv_bytes,
+            expected=f"well below {int(ceiling * GIB)} bytes, leaving room for the weights",
+        )
     components = (memory or {}).get("components_gib", {})
     if memory and shape.get("engram", {}).get("placement") == "host-memory" and ENGRAM_COMPONENT not in components:
         out.error(
@@ -186,12 +208,22 @@ def _serve_args_path(data: Mapping[str, Any], name: str) -> str:
 
 
 def _check_topology(fabric: Mapping[str, Any], nodes: int, where: str, out: Collector) -> None:
-    implied = TRANSPORTS[fabric["transport"]]
+    transport = fabric["transport"]
+    implied = TRANSPORTS.get(transport)
+    if implied is None and not fabric.get("topology"):
+        out.error(
+            f"{where}.fabric.transport",
+            "unknown transport, so the cabling is unknown",
+            found=transport,
+            expected="one of: " + ", ".join(TRANSPORTS) + "; or name the cabling in fabric.topology",
+            hint=did_you_mean(transport, TRANSPORTS),
+        )
+        return
     topology = topology_of(fabric)
-    if fabric.get("topology") and fabric["topology"] != implied:
+    if implied and fabric.get("topology") and fabric["topology"] != implied:
         out.error(
             f"{where}.fabric.topology",
-            f"transport {fabric['transport']} is cabled as a {implied}",
+            f"transport {transport} is cabled as a {implied}",
             found=fabric["topology"],
             expected=repr(implied),
         )
@@ -204,7 +236,7 @@ def _check_topology(fabric: Mapping[str, Any], nodes: int, where: str, out: Coll
         )
     if topology == "ring" and nodes < 3:
         out.error(f"{where}.nodes", "a ring needs at least 3 nodes", found=nodes, expected=">= 3")
-    if fabric["transport"] == "oneshot-ring4" and nodes != 4:
+    if transport == "oneshot-ring4" and nodes != 4:
         out.error(f"{where}.nodes", "transport oneshot-ring4 is a ring of 4", found=nodes, expected="4")
 
 
@@ -297,6 +329,20 @@ def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collec
             "swap headroom above --memory; swapping a model load is worse than failing it",
             found=swap,
             expected=f"{memory_limit:g} GiB (seed 000)",
+        )
+    if memory_limit is not None and swap is not None and swap < memory_limit:
+        out.error(
+            where_of["--memory-swap"],
+            "--memory-swap below --memory: Docker refuses to start the container (it counts memory plus swap)",
+            found=f"{swap:g} GiB",
+            expected=f">= {memory_limit:g} GiB, equal for no swap (seed 000)",
+        )
+    if memory_limit is not None and memory_limit > GB10_MEMORY_GIB:
+        out.error(
+            where_of["--memory"],
+            f"--memory above the {GB10_MEMORY_GIB:g} GiB a GB10 has",
+            found=f"{memory_limit:g} GiB",
+            expected="<= 112g with room for the OS (seed 002 section 4.2)",
         )
     _check_limits(args, where_of, base, nodes, net, out)
     return memory_limit

@@ -110,7 +110,13 @@ FABRIC = Node(
     required=True,
     fields={
         "transport": Node(
-            "string", "The fabric transport, as seed 000 names it.", required=True, enum=tuple(TRANSPORTS)
+            "string",
+            "The fabric transport, as seed 000 names it: "
+            + ", ".join(f"{k} ({v})" for k, v in TRANSPORTS.items())
+            + "; another name needs fabric.topology.",
+            required=True,
+            pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+            pattern_hint="a transport name such as oneshot-direct",
         ),
         "topology": Node("string", "Cabling; derived from transport when absent.", enum=TOPOLOGIES),
         "nccl_net": Node(

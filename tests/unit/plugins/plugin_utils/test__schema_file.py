@@ -43,7 +43,7 @@ def test_profiles_validate_against_the_published_schema(path: Any) -> None:
         {"shapes/tp3-triangle/sizing/max_num_seq": 4},
         {"shapes/tp3-triangle/sizing/max_num_seqs": "4"},
         {"container/image": "bad\nimage"},
-        {"shapes/tp3-triangle/fabric/transport": "nvlink"},
+        {"shapes/tp3-triangle/fabric/transport": "one shot"},
         {"host/memguard_gib": DELETE},
     ],
 )
