@@ -8,6 +8,8 @@
 #   make test      all of the above, with a timing summary (what .ci/run runs)
 #   make format    ruff --fix + ruff format (rewrites files)
 #   make demo      ansible-playbook playbooks/demo.yml
+#   make bench     validation and planning time (tools/bench_plan.py)
+#   make schema    regenerate the JSON Schema and docs/profile-reference.md
 #   make lock      re-resolve requirements/*.in into requirements/constraints-*.txt
 #   make clean     remove build output and caches; `make distclean` also the venvs
 #
@@ -76,7 +78,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PAGER := cat
 
 .PHONY: help venv compat-venv collection-link lint lint-ruff lint-format lint-ansible lint-changelog format units sanity compat compat-units compat-sanity \
-        test demo lock clean distclean sanity-prereqs shellcheck-bin get-pip-stub
+        test demo lock clean distclean sanity-prereqs shellcheck-bin get-pip-stub bench schema
 
 # --------------------------------------------------------------------------- help
 help: ## list the targets
@@ -226,6 +228,14 @@ test: ## venv, then lint, units, sanity, compat (+ EXTRA_TEST_TARGETS), with tim
 demo: venv ## ansible-playbook playbooks/demo.yml (DEMO_ARGS=... for extra options)
 	$(call stage,demo: ansible-playbook playbooks/demo.yml)
 	$(VENV)/bin/ansible-playbook playbooks/demo.yml $(DEMO_ARGS)
+
+# --------------------------------------------------------------------------- tools
+bench: venv ## tools/bench_plan.py: validation and planning time, shipped and synthetic profiles
+	$(call stage,bench: validation and planning time)
+	$(VENV)/bin/python tools/bench_plan.py
+
+schema: venv ## regenerate schemas/serving-profile.v2.schema.json and docs/profile-reference.md
+	$(VENV)/bin/python tools/gen_schema.py
 
 # --------------------------------------------------------------------------- lock
 # lock: resolve requirements/*.in afresh (newest versions PyPI offers) in throw-away venvs
