@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
+from json.decoder import scanstring
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
@@ -58,13 +61,78 @@ def parse_json(text: str, source: str = "<profile>") -> Any:
     return data
 
 
-def load_json_file(path: str) -> Any:
-    """Read and parse a JSON file; an unreadable file is a :class:`ProfileError` too."""
+def read_text(path: str) -> str:
+    """A profile's text; an unreadable file is a :class:`ProfileError` too."""
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            return handle.read()
     except OSError as exc:
         raise ProfileError([Problem("$", f"cannot read the profile: {exc.strerror or exc}", source=path)]) from None
     except UnicodeDecodeError as exc:
         raise ProfileError([Problem(f"byte {exc.start}", "the profile is not UTF-8 text", source=path)]) from None
-    return parse_json(text, path)
+
+
+def load_json_file(path: str) -> Any:
+    """Read and parse a JSON file."""
+    return parse_json(read_text(path), path)
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+
+
+def _child_path(path: str, key: str) -> str:
+    if key and all(c.isalnum() or c in "_-" for c in key):
+        return f"{path}.{key}"
+    return f'{path}["{key}"]'
+
+
+def path_lines(text: str) -> dict[str, int]:
+    """Line number of every key and list item in a valid JSON document, by JSON path ($.a.b[0])."""
+    lines: dict[str, int] = {}
+    newlines = [i for i, c in enumerate(text) if c == "\n"]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(newlines, pos - 1) + 1
+
+    def skip(pos: int) -> int:
+        return _WS.match(text, pos).end()  # type: ignore[union-attr]
+
+    def value(pos: int, path: str) -> int:
+        pos = skip(pos)
+        lines.setdefault(path, line_of(pos))
+        char = text[pos]
+        if char == "{":
+            pos = skip(pos + 1)
+            if text[pos] == "}":
+                return pos + 1
+            while True:
+                key, after = scanstring(text, pos + 1)
+                child = _child_path(path, key)
+                lines[child] = line_of(pos)
+                pos = skip(after)  # at ':'
+                pos = skip(value(pos + 1, child))
+                if text[pos] == "}":
+                    return pos + 1
+                pos = skip(pos + 1)  # past ','
+        if char == "[":
+            pos = skip(pos + 1)
+            if text[pos] == "]":
+                return pos + 1
+            index = 0
+            while True:
+                pos = skip(value(pos, f"{path}[{index}]"))
+                index += 1
+                if text[pos] == "]":
+                    return pos + 1
+                pos = skip(pos + 1)
+        if char == '"':
+            return scanstring(text, pos + 1)[1]
+        match = _SCALAR.match(text, pos)
+        return match.end() if match else pos + 1
+
+    try:
+        value(0, "$")
+    except (IndexError, ValueError):
+        return {}
+    return lines

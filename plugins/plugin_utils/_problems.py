@@ -32,9 +32,12 @@ class Problem:
     severity: str = ERROR
     source: str = ""
     """The file the problem is in, when there is one."""
+    line: int | None = None
+    """The line of the file the JSON path points at (or its nearest parent that exists)."""
 
     def render(self) -> str:
-        location = f"{self.source}: {self.where}" if self.source else self.where
+        source = f"{self.source}:{self.line}" if self.source and self.line else self.source
+        location = f"{source}: {self.where}" if source else self.where
         text = f"{location}: {self.message}"
         if self.found is not None:
             text += f" (found {_show(self.found)}"
@@ -54,6 +57,7 @@ class Problem:
             "found": self.found,
             "expected": self.expected,
             "hint": self.hint,
+            "line": self.line,
             "text": self.render(),
         }
 
@@ -105,6 +109,19 @@ class Collector:
     items: list[Problem] = field(default_factory=list)
     waivers: dict[str, str] = field(default_factory=dict)
     """Check name -> the profile's reason for accepting what the check finds (reported as a warning)."""
+    lines: dict[str, int] = field(default_factory=dict)
+    """JSON path -> line in the source file, to point at the problem."""
+
+    def _line(self, where: str) -> int | None:
+        path = where.split(" ")[0]
+        while path.startswith("$"):
+            if path in self.lines:
+                return self.lines[path]
+            cut = max(path.rfind("."), path.rfind("["))
+            if cut <= 0:
+                return None
+            path = path[:cut]
+        return None
 
     def error(
         self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "", check: str = ""
@@ -112,12 +129,12 @@ class Collector:
         """Record an error; a named ``check`` the profile waives becomes a warning that says why."""
         if check and check in self.waivers:
             message = f"waived {check} ({self.waivers[check]}): {message}"
-            self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source))
+            self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source, self._line(where)))
             return
-        self.items.append(Problem(where, message, found, expected, hint, ERROR, self.source))
+        self.items.append(Problem(where, message, found, expected, hint, ERROR, self.source, self._line(where)))
 
     def warn(self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "") -> None:
-        self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source))
+        self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source, self._line(where)))
 
     @property
     def errors(self) -> list[Problem]:

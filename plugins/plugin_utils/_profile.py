@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import load_json_file, parse_json
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import parse_json, path_lines, read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import GIB, check_memory, memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import (
     MANY_RANKS,
@@ -70,15 +70,15 @@ def profile_digest(data: Mapping[str, Any]) -> str:
 
 def load_profile(path: str) -> Profile:
     """Read, parse and validate a profile file; raise :class:`ProfileError` with every problem."""
-    return validate_profile(load_json_file(path), path)
+    return parse_profile(read_text(path), path)
 
 
 def parse_profile(text: str, source: str = "<profile>") -> Profile:
-    return validate_profile(parse_json(text, source), source)
+    return validate_profile(parse_json(text, source), source, path_lines(text))
 
 
-def validate_profile(raw: Any, source: str = "<profile>") -> Profile:
-    out = Collector(source)
+def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, int] | None = None) -> Profile:
+    out = Collector(source, lines=dict(lines or {}))
     data = validate(PROFILE, raw, out)
     if not isinstance(data, dict):
         raise ProfileError(out.errors, out.warnings)

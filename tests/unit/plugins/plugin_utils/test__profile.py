@@ -307,3 +307,20 @@ def test_unknown_transport_with_explicit_topology_is_accepted(seed000: dict[str,
         seed000, {"shapes/tp4-ring/fabric/transport": "fork-ring", "shapes/tp4-ring/fabric/topology": "ring"}
     )
     assert validate_profile(document).data["shapes"]["tp4-ring"]["fabric"]["topology"] == "ring"
+
+
+def test_problems_point_at_the_line(tmp_path: Any) -> None:
+    text = (
+        SEED000.read_text()
+        .replace('"max_num_seqs": 4,', '"max_num_seq": 4,')
+        .replace('"--cap-add=IPC_LOCK"', '"--cap-add=SYS_NICE"')
+    )
+    path = tmp_path / "profile.json"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as caught:
+        load_profile(str(path))
+    rendered = [p.render() for p in caught.value.problems]
+    typo_line = next(i for i, row in enumerate(text.splitlines(), 1) if '"max_num_seq"' in row)
+    assert f"{path}:{typo_line}: $.shapes.tp3-triangle.sizing.max_num_seq: unknown key" in rendered[0]
+    cap_line = next(i for i, row in enumerate(text.splitlines(), 1) if "SYS_NICE" in row)
+    assert any(p.startswith(f"{path}:{cap_line}: ") and "IPC_LOCK" in p for p in rendered), rendered
