@@ -62,6 +62,8 @@ DEMO_ARGS ?=
 # `EXTRA_TEST_TARGETS += <target>`; or pass them ad hoc: make test EXTRA_TEST_TARGETS=molecule
 EXTRA_TEST_TARGETS ?=
 -include $(sort $(wildcard mk/*.mk))
+# The simulated cluster (sim/README.md): sim-up, sim-down, sim-test (part of `make test`).
+-include sim/sim.mk
 TEST_STAGES = lint units sanity compat $(EXTRA_TEST_TARGETS)
 
 # Stamp files are named after a hash of the requirement files, so editing them (or a

@@ -1,0 +1,253 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Docker engine's state, read from its API over the Unix socket (no docker CLI processes).
+
+Four GET requests on one connection, all documented in the Docker Engine API (unversioned paths, so the
+daemon answers in its own API version): ``/version``, ``/containers/json?all=1`` (names, image references
+and image IDs, state, labels as a map), ``/images/json`` and ``/containers/<name>/json`` for the serving
+container (404 when it does not exist). The docker CLI would need three processes for the same (``ps``
+cannot print image IDs, so ``inspect`` on top) and flattens labels into one comma-joined string.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+from typing import Any, Mapping
+from urllib.parse import quote
+
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+REDACTED = "<redacted>"
+# Environment variable names whose values are never returned (tokens for the model hub, ...).
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PRIVATE|CREDENTIAL|API_?KEY|ACCESS_?KEY", re.IGNORECASE)
+
+
+class DockerEngineError(Exception):
+    """The engine could not be asked, or answered with an error."""
+
+
+def socket_path(docker_host: str) -> str:
+    """``unix:///var/run/docker.sock`` -> ``/var/run/docker.sock``; other schemes raise ``ValueError``."""
+    if docker_host.startswith("unix://"):
+        path = docker_host[len("unix://") :]
+        if path.startswith("/"):
+            return path
+    raise ValueError(f"docker_host must be a unix:// socket URL such as {DEFAULT_DOCKER_HOST}, found {docker_host!r}")
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class DockerEngine:
+    """A keep-alive HTTP connection to the engine's socket; ``get`` returns (status, decoded JSON)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._connection = _UnixHTTPConnection(path, timeout)
+
+    def get(self, url: str) -> tuple[int, Any]:
+        try:
+            self._connection.request("GET", url, headers={"Accept": "application/json"})
+            response = self._connection.getresponse()
+            body = response.read()
+        except FileNotFoundError:
+            raise DockerEngineError(f"no Docker engine socket at {self.path}") from None
+        except PermissionError:
+            raise DockerEngineError(
+                f"permission denied on {self.path}: run the task with become, or as a member of the docker group"
+            ) from None
+        except ConnectionRefusedError:
+            raise DockerEngineError(f"nothing answers on {self.path} (dockerd is not running)") from None
+        except socket.timeout:
+            raise DockerEngineError(f"the Docker engine did not answer GET {url} within {self.timeout:g} s") from None
+        except (OSError, http.client.HTTPException) as error:
+            raise DockerEngineError(f"GET {url} on {self.path} failed: {error}") from None
+        try:
+            data = json.loads(body.decode("utf-8")) if body else None
+        except ValueError:
+            raise DockerEngineError(f"GET {url}: the engine's answer is not JSON: {body[:120]!r}") from None
+        return response.status, data
+
+    def get_ok(self, url: str) -> Any:
+        status, data = self.get(url)
+        if status != 200:
+            raise DockerEngineError(f"GET {url}: HTTP {status}: {_message(data)}")
+        return data
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def _message(data: Any) -> str:
+    if isinstance(data, Mapping) and isinstance(data.get("message"), str):
+        return data["message"]
+    return json.dumps(data)[:200]
+
+
+# ---------------------------------------------------------------- shaping the answers (pure)
+def engine_summary(version: Mapping[str, Any]) -> dict[str, Any]:
+    """From ``/version``."""
+    return {
+        "version": version.get("Version"),
+        "api_version": version.get("ApiVersion"),
+        "os": version.get("Os"),
+        "arch": version.get("Arch"),
+        "kernel_version": version.get("KernelVersion"),
+    }
+
+
+def _name(names: Any) -> str | None:
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        return names[0].lstrip("/")
+    return None
+
+
+def container_summary(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One entry of ``/containers/json``."""
+    return {
+        "name": _name(item.get("Names")),
+        "id": item.get("Id"),
+        "image": item.get("Image"),
+        "image_id": item.get("ImageID"),
+        "state": item.get("State"),
+        "status": item.get("Status"),
+        "created": item.get("Created"),
+        "labels": dict(item.get("Labels") or {}),
+    }
+
+
+def image_summary(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One entry of ``/images/json``."""
+    return {
+        "id": item.get("Id"),
+        "tags": list(item.get("RepoTags") or []),
+        "digests": list(item.get("RepoDigests") or []),
+        "created": item.get("Created"),
+        "size": item.get("Size"),
+        "labels": dict(item.get("Labels") or {}),
+    }
+
+
+def redacted_environment(env: Any) -> dict[str, str]:
+    """``["K=V", ...]`` as a map, with the values of secret-looking names replaced by ``<redacted>``."""
+    result: dict[str, str] = {}
+    for entry in env or []:
+        key, _sep, value = str(entry).partition("=")
+        result[key] = REDACTED if SECRET_NAME.search(key) else value
+    return result
+
+
+def container_detail(inspect: Mapping[str, Any]) -> dict[str, Any]:
+    """The serving container from ``/containers/<name>/json``: what a preflight compares with the plan."""
+    state = inspect.get("State") or {}
+    config = inspect.get("Config") or {}
+    host = inspect.get("HostConfig") or {}
+    health = state.get("Health") or {}
+    return {
+        "exists": True,
+        "name": str(inspect.get("Name") or "").lstrip("/"),
+        "id": inspect.get("Id"),
+        "image": config.get("Image"),
+        "image_id": inspect.get("Image"),
+        "created": inspect.get("Created"),
+        "state": {
+            "status": state.get("Status"),
+            "running": state.get("Running"),
+            "restarting": state.get("Restarting"),
+            "oom_killed": state.get("OOMKilled"),
+            "exit_code": state.get("ExitCode"),
+            "error": state.get("Error") or None,
+            "pid": state.get("Pid"),
+            "started_at": state.get("StartedAt"),
+            "finished_at": state.get("FinishedAt"),
+            "health": health.get("Status"),
+        },
+        "restart_count": inspect.get("RestartCount"),
+        "restart_policy": (host.get("RestartPolicy") or {}).get("Name"),
+        "entrypoint": config.get("Entrypoint"),
+        "cmd": config.get("Cmd"),
+        "labels": dict(config.get("Labels") or {}),
+        "env": redacted_environment(config.get("Env")),
+        "network_mode": host.get("NetworkMode"),
+        "ipc_mode": host.get("IpcMode"),
+        "privileged": host.get("Privileged"),
+        "cap_add": list(host.get("CapAdd") or []),
+        "security_opt": list(host.get("SecurityOpt") or []),
+        "shm_size": host.get("ShmSize"),
+        "memory": host.get("Memory"),
+        "memory_swap": host.get("MemorySwap"),
+        "ulimits": {
+            u.get("Name"): {"soft": u.get("Soft"), "hard": u.get("Hard")}
+            for u in host.get("Ulimits") or []
+            if isinstance(u, Mapping)
+        },
+        "devices": [d.get("PathOnHost") for d in host.get("Devices") or [] if isinstance(d, Mapping)],
+        "gpus": [
+            {"driver": r.get("Driver"), "count": r.get("Count"), "capabilities": r.get("Capabilities")}
+            for r in host.get("DeviceRequests") or []
+            if isinstance(r, Mapping)
+        ],
+        "mounts": [
+            {
+                "type": m.get("Type"),
+                "source": m.get("Source"),
+                "destination": m.get("Destination"),
+                "rw": m.get("RW"),
+            }
+            for m in inspect.get("Mounts") or []
+            if isinstance(m, Mapping)
+        ],
+    }
+
+
+# ---------------------------------------------------------------- gathering
+def _objects(engine: DockerEngine, url: str) -> list[Mapping[str, Any]]:
+    data = engine.get_ok(url)
+    if not isinstance(data, list):
+        raise DockerEngineError(f"GET {url}: expected a JSON list, found {type(data).__name__}")
+    return [item for item in data if isinstance(item, Mapping)]
+
+
+def docker_facts(engine: DockerEngine, container_name: str | None) -> dict[str, Any]:
+    """Ask the engine everything; a failure is reported in ``error`` with whatever was read before it."""
+    facts: dict[str, Any] = {
+        "present": False,
+        "error": None,
+        "socket": engine.path,
+        "engine": None,
+        "containers": [],
+        "images": [],
+        "container": {"exists": False, "name": container_name} if container_name else None,
+    }
+    try:
+        facts["engine"] = engine_summary(engine.get_ok("/version"))
+        facts["present"] = True
+        facts["containers"] = [container_summary(c) for c in _objects(engine, "/containers/json?all=1")]
+        facts["images"] = [image_summary(i) for i in _objects(engine, "/images/json")]
+        if container_name:
+            status, data = engine.get(f"/containers/{quote(container_name, safe='')}/json")
+            if status == 200:
+                facts["container"] = container_detail(data)
+            elif status != 404:
+                raise DockerEngineError(f"GET /containers/{container_name}/json: HTTP {status}: {_message(data)}")
+    except DockerEngineError as error:
+        facts["error"] = str(error)
+    finally:
+        engine.close()
+    return facts

@@ -1,0 +1,398 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Everything a preflight and the roles need to know about one node, gathered in one module run.
+
+No Ansible imports: the module gives a :class:`Runner` (its ``run_command``) and the options; procfs and
+sysfs are read under ``proc_root``/``sys_root`` so a test can point them at a fixture tree. Two processes
+at most (``nvidia-smi`` and ``systemctl show``, one call each); the Docker engine is asked over its socket.
+A missing tool or device is a fact (``present: false`` with an ``error``); an unexpected read error is
+reported in ``problems`` and leaves the value null. Nothing is changed on the node.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, List, Sequence
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import (
+    DEFAULT_DOCKER_HOST,
+    DockerEngine,
+    docker_facts,
+    socket_path,
+)
+from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles, Problem, problem
+from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi import (
+    failure_message,
+    parse_query_csv,
+    query_argv,
+)
+from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
+    memory_facts,
+    parse_cmdline,
+    parse_limits,
+    parse_meminfo,
+    parse_modules,
+    parse_page_size,
+)
+from ansible_collections.dgxspark.cluster.plugins.module_utils._sysfs import SysfsReader, default_fabric_interfaces
+from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
+
+SECTIONS: tuple[str, ...] = ("memory", "kernel", "gpu", "rdma", "fabric", "docker", "limits", "disk", "services")
+DEFAULT_CONTAINER_NAME = "vllm_dsv41"
+# Limits reported for the module's own process and the container daemons (docker --ulimit names).
+REPORTED_LIMITS: tuple[str, ...] = ("nofile", "memlock", "stack", "core")
+DAEMONS: tuple[str, ...] = ("dockerd", "containerd")
+# The memory-saver build of nvidia_uvm (christopherowen/dgx-spark-memory-saver) is the one with this
+# parameter; stock nvidia_uvm has none. Y/1: leaf page-table packing is on.
+MEMORY_SAVER_PARAMETER = "uvm_pack_sysmem_leaf_tables"
+# `timeout`'s exit status when it stopped the command (124), or killed it after --kill-after (128 + 9).
+TIMEOUT_EXIT_CODES = (124, 137)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    rc: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+Runner = Callable[[List[str]], CommandResult]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An executable the module may run: its path, or why there is none."""
+
+    name: str
+    path: str | None
+    missing: str = ""
+
+    @classmethod
+    def resolve(cls, name: str, given: str | None, found_on_path: str | None) -> Tool:
+        """``given`` (an explicit path) wins; otherwise what the PATH search found."""
+        if given:
+            if os.path.isfile(given) and os.access(given, os.X_OK):
+                return cls(name, given)
+            return cls(name, None, f"{name} not found at {given}")
+        if found_on_path:
+            return cls(name, found_on_path)
+        return cls(name, None, f"{name} not found")
+
+
+@dataclass(frozen=True)
+class Options:
+    sections: tuple[str, ...] = SECTIONS
+    proc_root: str = "/proc"
+    sys_root: str = "/sys"
+    nvidia_smi: Tool = Tool("nvidia-smi", None, "nvidia-smi not found")
+    systemctl: Tool = Tool("systemctl", None, "systemctl not found")
+    docker_host: str = DEFAULT_DOCKER_HOST
+    container_name: str | None = DEFAULT_CONTAINER_NAME
+    fabric_interfaces: tuple[str, ...] | None = None
+    weights_path: str | None = None
+    services: tuple[str, ...] = ()
+    timeout: float = 20.0
+
+
+def make_runner(
+    run_command: Callable[[list[str]], tuple[int, str, str]], timeout_bin: str | None, seconds: float
+) -> Runner:
+    """A :data:`Runner` on top of ``run_command``, bounded by coreutils ``timeout`` when there is one."""
+
+    def run(argv: list[str]) -> CommandResult:
+        full = [timeout_bin, "--kill-after=5", f"{seconds:g}", *argv] if timeout_bin else list(argv)
+        try:
+            rc, out, err = run_command(full)
+        except OSError as error:
+            return CommandResult(-1, "", f"{argv[0]}: {error.strerror or error}")
+        return CommandResult(rc, out, err, timed_out=bool(timeout_bin) and rc in TIMEOUT_EXIT_CODES)
+
+    return run
+
+
+class _Gatherer:
+    def __init__(self, options: Options, run: Runner, engine_factory: Callable[[str, float], DockerEngine]) -> None:
+        self.options = options
+        self.run = run
+        self.engine_factory = engine_factory
+        self.problems: list[Problem] = []
+        self.files = HostFiles(self.problems)
+        self.sysfs = SysfsReader(self.files, options.sys_root)
+
+    def proc(self, *parts: str) -> str:
+        return os.path.join(self.options.proc_root, *parts)
+
+    def sys(self, *parts: str) -> str:
+        return os.path.join(self.options.sys_root, *parts)
+
+    def parse_problem(self, section: str, source: str, error: ValueError) -> None:
+        self.problems.append(problem(section, source, str(error)))
+
+    # ------------------------------------------------------------ memory
+    def memory(self) -> dict[str, Any]:
+        path = self.proc("meminfo")
+        text = self.files.read(path, "memory")
+        meminfo: dict[str, int] = {}
+        if text is not None:
+            try:
+                meminfo = parse_meminfo(text)
+            except ValueError as error:
+                self.parse_problem("memory", path, error)
+        return memory_facts(meminfo)
+
+    # ------------------------------------------------------------ kernel
+    def kernel(self) -> dict[str, Any]:
+        files = self.files
+        cmdline = files.read(self.proc("cmdline"), "kernel")
+        modules: list[str] | None = None
+        modules_text = files.read(self.proc("modules"), "kernel")
+        if modules_text is not None:
+            try:
+                modules = sorted(m.name for m in parse_modules(modules_text))
+            except ValueError as error:
+                self.parse_problem("kernel", self.proc("modules"), error)
+        uvm = self.sys("module", "nvidia_uvm")
+        packing = files.read(os.path.join(uvm, "parameters", MEMORY_SAVER_PARAMETER), "kernel")
+        return {
+            "release": files.read(self.proc("sys", "kernel", "osrelease"), "kernel"),
+            "page_size": self.page_size(),
+            "cmdline": parse_cmdline(cmdline) if cmdline is not None else None,
+            "modules": modules,
+            "nvidia": {
+                "version": files.read(self.sys("module", "nvidia", "version"), "kernel"),
+                "uvm_loaded": os.path.isdir(uvm),
+                "uvm_srcversion": files.read(os.path.join(uvm, "srcversion"), "kernel"),
+            },
+            "memory_saver": {
+                "loaded": packing is not None,
+                "packing_enabled": None if packing is None else packing in ("Y", "1"),
+            },
+        }
+
+    def page_size(self) -> int | None:
+        """The base page size: smaps' KernelPageSize of the module's first mapping (4 kB or 64 kB)."""
+        path = self.proc("self", "smaps")
+        line = self.files.first_line_with(path, "KernelPageSize:", "kernel")
+        if line is not None:
+            try:
+                return parse_page_size(line)
+            except ValueError as error:
+                self.parse_problem("kernel", path, error)
+        if os.path.realpath(self.options.proc_root) == "/proc":
+            return os.sysconf("SC_PAGE_SIZE")
+        return None
+
+    # ------------------------------------------------------------ gpu
+    def gpu(self) -> dict[str, Any]:
+        tool = self.options.nvidia_smi
+        facts: dict[str, Any] = {"present": False, "error": None, "count": 0, "devices": []}
+        if tool.path is None:
+            facts["error"] = tool.missing
+            return facts
+        result = self.run(query_argv(tool.path))
+        if result.timed_out:
+            facts["error"] = f"nvidia-smi did not answer within {self.options.timeout:g} s"
+            return facts
+        if result.rc != 0:
+            facts["error"] = failure_message(result.rc, result.stdout, result.stderr)
+            return facts
+        try:
+            devices, unreadable = parse_query_csv(result.stdout)
+        except ValueError as error:
+            self.parse_problem("gpu", "nvidia-smi", error)
+            facts["error"] = f"could not read nvidia-smi's output: {error}"
+            return facts
+        for message in unreadable:
+            self.problems.append(problem("gpu", "nvidia-smi", message))
+        facts.update(present=bool(devices), count=len(devices), devices=devices)
+        if not devices:
+            facts["error"] = "nvidia-smi lists no GPU"
+        return facts
+
+    # ------------------------------------------------------------ rdma
+    def rdma(self) -> dict[str, Any]:
+        names = self.sysfs.rdma_device_names()
+        if not names:
+            return {
+                "present": False,
+                "error": f"no RDMA devices in {self.sysfs.ib_root}",
+                "devices": {},
+                "roce_v2_ipv4": [],
+            }
+        devices = {name: self.sysfs.rdma_device(name) for name in names}
+        roce = [
+            {"device": name, "port": port["port"], "index": gid["index"], "ipv4": gid["ipv4"], "netdev": gid["netdev"]}
+            for name, device in devices.items()
+            for port in device["ports"]
+            for gid in port["gids"]
+            if gid["ipv4"] and gid["roce_version"] == "v2"
+        ]
+        return {"present": True, "error": None, "devices": devices, "roce_v2_ipv4": roce}
+
+    # ------------------------------------------------------------ fabric
+    def fabric(self, rdma: dict[str, Any]) -> dict[str, Any]:
+        mapped: dict[str, str] = {}
+        for name, device in rdma["devices"].items():
+            for netdev in device["netdevs"]:
+                mapped.setdefault(netdev, name)
+        wanted = self.options.fabric_interfaces
+        names = (
+            list(wanted) if wanted is not None else default_fabric_interfaces(list(mapped), self.sysfs.netdev_names())
+        )
+        interfaces: dict[str, Any] = {}
+        for name in names:
+            facts = self.sysfs.netdev(name)
+            facts["rdma_device"] = mapped.get(name)
+            facts["gid_ipv4"] = sorted({entry["ipv4"] for entry in rdma["roce_v2_ipv4"] if entry["netdev"] == name})
+            interfaces[name] = facts
+        return {"interfaces": interfaces}
+
+    # ------------------------------------------------------------ docker
+    def docker(self) -> dict[str, Any]:
+        options = self.options
+        try:
+            path = socket_path(options.docker_host)
+        except ValueError as error:
+            return _docker_absent(str(error), None, options.container_name)
+        if not os.path.exists(path):
+            return _docker_absent(f"no Docker engine socket at {path}", path, options.container_name)
+        return docker_facts(self.engine_factory(path, options.timeout), options.container_name)
+
+    # ------------------------------------------------------------ limits
+    def limits(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {
+            "nr_open": self.files.read_int(self.proc("sys", "fs", "nr_open"), "limits"),
+            "module": self.process_limits("self"),
+        }
+        pids = self.find_processes(DAEMONS)
+        for daemon in DAEMONS:
+            pid = pids.get(daemon)
+            facts[daemon] = None if pid is None else {"pid": int(pid), **self.process_limits(pid)}
+        return facts
+
+    def process_limits(self, pid: str) -> dict[str, Any]:
+        path = self.proc(pid, "limits")
+        text = self.files.read(path, "limits")
+        parsed = {}
+        if text is not None:
+            try:
+                parsed = parse_limits(text)
+            except ValueError as error:
+                self.parse_problem("limits", path, error)
+        return {name: parsed[name].as_dict() if name in parsed else None for name in REPORTED_LIMITS}
+
+    def find_processes(self, names: Sequence[str]) -> dict[str, str]:
+        """The lowest pid running each of ``names`` (by /proc/<pid>/comm); one pass over /proc."""
+        found: dict[str, str] = {}
+        for entry in sorted((e for e in self.files.listdir(self.options.proc_root, "limits") if e.isdigit()), key=int):
+            try:
+                with open(self.proc(entry, "comm"), encoding="utf-8", errors="replace") as handle:
+                    comm = handle.read().strip()
+            except OSError:
+                continue  # the process ended, or is not ours to read: not a problem
+            if comm in names and comm not in found:
+                found[comm] = entry
+                if len(found) == len(names):
+                    break
+        return found
+
+    # ------------------------------------------------------------ disk
+    def disk(self) -> dict[str, Any]:
+        path = self.options.weights_path
+        if not path:
+            return {"path": None}
+        probe = os.path.abspath(path)
+        while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+            probe = os.path.dirname(probe)
+        facts: dict[str, Any] = {"path": path, "exists": os.path.exists(path), "checked_path": probe}
+        try:
+            stat = os.statvfs(probe)
+        except OSError as error:
+            self.problems.append(problem("disk", probe, error.strerror or str(error)))
+            return facts
+        facts.update(
+            total_bytes=stat.f_blocks * stat.f_frsize,
+            free_bytes=stat.f_bfree * stat.f_frsize,
+            available_bytes=stat.f_bavail * stat.f_frsize,
+            read_only=bool(stat.f_flag & os.ST_RDONLY),
+        )
+        return facts
+
+    # ------------------------------------------------------------ services
+    def services(self) -> dict[str, Any]:
+        units = list(self.options.services)
+        unknown = dict.fromkeys(("id", "load_state", "active_state", "sub_state", "unit_file_state"))
+        facts: dict[str, Any] = {"present": None, "error": None, "units": {}}
+        if not units:
+            return facts
+        facts["units"] = {unit: dict(unknown) for unit in units}
+        tool = self.options.systemctl
+        if tool.path is None:
+            facts.update(present=False, error=tool.missing)
+            return facts
+        result = self.run(show_argv(tool.path, units))
+        if result.timed_out:
+            facts.update(present=True, error=f"systemctl did not answer within {self.options.timeout:g} s")
+        elif result.rc != 0:
+            said = (result.stderr or result.stdout).strip().splitlines()
+            facts.update(present=False, error=f"systemctl exited {result.rc}: {said[0] if said else 'no message'}")
+        else:
+            facts["present"] = True
+            try:
+                facts["units"] = parse_show(result.stdout, units)
+            except ValueError as error:
+                self.parse_problem("services", "systemctl show", error)
+                facts["error"] = f"could not read systemctl's output: {error}"
+        return facts
+
+
+def _docker_absent(error: str, path: str | None, container_name: str | None) -> dict[str, Any]:
+    return {
+        "present": False,
+        "error": error,
+        "socket": path,
+        "engine": None,
+        "containers": [],
+        "images": [],
+        "container": {"exists": False, "name": container_name} if container_name else None,
+    }
+
+
+def gather(
+    options: Options,
+    run: Runner,
+    engine_factory: Callable[[str, float], DockerEngine] = DockerEngine,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """The node's facts for ``options.sections``, plus ``sections``, ``problems`` and ``elapsed_ms``."""
+    start = clock()
+    gatherer = _Gatherer(options, run, engine_factory)
+    wanted = set(options.sections)
+    node: dict[str, Any] = {}
+    if "memory" in wanted:
+        node["memory"] = gatherer.memory()
+    if "kernel" in wanted:
+        node["kernel"] = gatherer.kernel()
+    if "gpu" in wanted:
+        node["gpu"] = gatherer.gpu()
+    if wanted & {"rdma", "fabric"}:
+        rdma = gatherer.rdma()
+        if "rdma" in wanted:
+            node["rdma"] = rdma
+        if "fabric" in wanted:
+            node["fabric"] = gatherer.fabric(rdma)
+    if "docker" in wanted:
+        node["docker"] = gatherer.docker()
+    if "limits" in wanted:
+        node["limits"] = gatherer.limits()
+    if "disk" in wanted:
+        node["disk"] = gatherer.disk()
+    if "services" in wanted:
+        node["services"] = gatherer.services()
+    node["sections"] = [section for section in SECTIONS if section in wanted]
+    node["problems"] = gatherer.problems
+    node["elapsed_ms"] = round((clock() - start) * 1000, 1)
+    return node

@@ -1,0 +1,153 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Parsers for procfs text: /proc/meminfo, /proc/cmdline, /proc/modules, /proc/<pid>/limits, smaps.
+
+Pure functions of the file's text (formats as proc(5) documents them); a line that does not fit raises
+``ValueError`` naming the line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# /proc/meminfo keys the memory facts report, and the fact each becomes (bytes).
+MEMINFO_FACTS: tuple[tuple[str, str], ...] = (
+    ("MemTotal", "mem_total_bytes"),
+    ("MemAvailable", "mem_available_bytes"),
+    ("MemFree", "mem_free_bytes"),
+    ("SwapTotal", "swap_total_bytes"),
+    ("SwapFree", "swap_free_bytes"),
+    ("Hugepagesize", "hugepage_size_bytes"),
+)
+
+# /proc/<pid>/limits row names (fs/proc/base.c lnames[]) and the `ulimit`/`docker --ulimit` name of each.
+LIMIT_NAMES: dict[str, str] = {
+    "Max cpu time": "cpu",
+    "Max file size": "fsize",
+    "Max data size": "data",
+    "Max stack size": "stack",
+    "Max core file size": "core",
+    "Max resident set": "rss",
+    "Max processes": "nproc",
+    "Max open files": "nofile",
+    "Max locked memory": "memlock",
+    "Max address space": "as",
+    "Max file locks": "locks",
+    "Max pending signals": "sigpending",
+    "Max msgqueue size": "msgqueue",
+    "Max nice priority": "nice",
+    "Max realtime priority": "rtprio",
+    "Max realtime timeout": "rttime",
+}
+UNLIMITED = -1
+
+_MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+(kB))?$")
+_LIMITS_LINE = re.compile(r"^(Max [a-z ]+?)\s+(unlimited|\d+)\s+(unlimited|\d+)(?:\s+(\S+))?$")
+_SMAPS_PAGE = re.compile(r"^KernelPageSize:\s+(\d+)\s+kB$")
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """Every /proc/meminfo entry: sizes in bytes (the file says kB, meaning KiB), counts as they are."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = _MEMINFO_LINE.match(line.strip())
+        if not match:
+            raise ValueError(f"not a meminfo line: {line!r}")
+        key, number, unit = match.groups()
+        values[key] = int(number) * 1024 if unit else int(number)
+    return values
+
+
+def memory_facts(meminfo: dict[str, int]) -> dict[str, int | None]:
+    """The memory facts (bytes); a key the kernel does not report is null."""
+    return {fact: meminfo.get(key) for key, fact in MEMINFO_FACTS}
+
+
+def parse_cmdline(text: str) -> list[str]:
+    """The kernel command line's words; double quotes group a value with spaces and are removed."""
+    words: list[str] = []
+    current: list[str] = []
+    quoted = False
+    started = False
+    for char in text.strip():
+        if char == '"':
+            quoted = not quoted
+            started = True
+        elif char.isspace() and not quoted:
+            if started:
+                words.append("".join(current))
+            current, started = [], False
+        else:
+            current.append(char)
+            started = True
+    if started:
+        words.append("".join(current))
+    return words
+
+
+@dataclass(frozen=True)
+class KernelModule:
+    name: str
+    size: int
+    refcount: int
+    used_by: tuple[str, ...]
+    state: str
+
+
+def parse_modules(text: str) -> list[KernelModule]:
+    """/proc/modules: ``name size refcount deps state address [taints]`` per line."""
+    modules: list[KernelModule] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) < 5:
+            raise ValueError(f"not a /proc/modules line: {line!r}")
+        try:
+            size, refcount = int(fields[1]), int(fields[2])
+        except ValueError:
+            raise ValueError(f"not a /proc/modules line: {line!r}") from None
+        used_by = tuple(name for name in fields[3].split(",") if name and name != "-")
+        modules.append(KernelModule(fields[0], size, refcount, used_by, fields[4]))
+    return modules
+
+
+@dataclass(frozen=True)
+class Limit:
+    soft: int
+    """-1 for unlimited."""
+    hard: int
+    """-1 for unlimited."""
+
+    def as_dict(self) -> dict[str, int]:
+        return {"soft": self.soft, "hard": self.hard}
+
+
+def parse_limits(text: str) -> dict[str, Limit]:
+    """/proc/<pid>/limits, keyed by the ``ulimit`` name (nofile, memlock, ...); -1 is unlimited."""
+    limits: dict[str, Limit] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("Limit "):
+            continue
+        match = _LIMITS_LINE.match(stripped)
+        if not match or match.group(1) not in LIMIT_NAMES:
+            raise ValueError(f"not a /proc/<pid>/limits line: {line!r}")
+        name, soft, hard, _unit = match.groups()
+        limits[LIMIT_NAMES[name]] = Limit(_limit_value(soft), _limit_value(hard))
+    return limits
+
+
+def _limit_value(text: str) -> int:
+    return UNLIMITED if text == "unlimited" else int(text)
+
+
+def parse_page_size(line: str) -> int:
+    """The base page size in bytes from an smaps ``KernelPageSize:  64 kB`` line."""
+    match = _SMAPS_PAGE.match(line.strip())
+    if not match:
+        raise ValueError(f"not an smaps KernelPageSize line: {line!r}")
+    return int(match.group(1)) * 1024

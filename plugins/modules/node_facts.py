@@ -1,0 +1,330 @@
+#!/usr/bin/python
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Gather a DGX Spark node's facts in one round trip (logic in module_utils/_node_facts.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: node_facts
+short_description: Gather everything a DGX Spark preflight needs about a node, in one round trip
+version_added: 0.1.0
+description:
+  - One task per host reads memory (C(MemTotal), C(MemAvailable)), the kernel (release, page size, command line,
+    loaded modules, the NVIDIA driver and memory-saver module), the GPU (identity, memory, driver and clocks from
+    one C(nvidia-smi) call), RDMA devices (port state, rate, the GID table with RoCE v2 IPv4 entries), each fabric
+    netdev (carrier, speed, MTU), the Docker engine (containers with names, image IDs, state and labels; images;
+    the serving container in detail), the resource limits of the module's process and of C(dockerd) and
+    C(containerd), free disk where the weights live, and the state of the helper services.
+  - Reads procfs and sysfs directly and runs at most two commands (one C(nvidia-smi --query-gpu) and one
+    C(systemctl show) for all O(services)); the Docker engine is asked over its socket. Gathering takes tens of
+    milliseconds (C(nvidia-smi) itself aside); the result reports it in C(elapsed_ms).
+  - >-
+    A missing tool or device is a fact, not a failure: for example C(gpu.present) is C(false) and C(gpu.error) is
+    C(nvidia-smi not found). Read errors that should not happen (permission denied, unreadable output) leave the
+    value null and are listed in C(problems). The module fails only on invalid options.
+  - On a GB10 (unified memory) C(nvidia-smi) reports GPU memory as C([N/A]); those values are null.
+  - Read-only; runs the same under C(--check) and never reports a change.
+author:
+  - dgxspark.cluster maintainers (@dgxspark)
+options:
+  sections:
+    description:
+      - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
+        (for the netdev mapping and the GID addresses) but returns only the netdevs.
+    type: list
+    elements: str
+    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
+    default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
+  fabric_interfaces:
+    description:
+      - Netdevs to report under C(fabric.interfaces). A name that does not exist is reported with C(present) false.
+      - Default is every netdev that sysfs maps to an RDMA device (C(/sys/class/infiniband/<dev>/device/net/),
+        as C(ibdev2netdev) shows them), plus every netdev named like a ConnectX-7 port (C(en*np*)).
+    type: list
+    elements: str
+  weights_path:
+    description:
+      - Where the model weights live (the profile's C(host.weights_path)). C(disk) reports the free space of the
+        file system holding it, or of its nearest existing parent directory when it does not exist yet.
+      - Without it C(disk.path) is null and nothing else is reported.
+    type: path
+  services:
+    description:
+      - systemd units whose C(LoadState), C(ActiveState), C(SubState) and C(UnitFileState) to report (the
+        profile's C(host.helper_services)); one C(systemctl show) call for all of them.
+    type: list
+    elements: str
+    default: []
+  container_name:
+    description:
+      - The serving container to report in detail under C(docker.container) (state, image ID, labels, command,
+        environment with secret-looking values redacted, limits, mounts). Empty to skip.
+    type: str
+    default: vllm_dsv41
+  docker_host:
+    description:
+      - The Docker engine's socket, as a C(unix://) URL. Falls back to the E(DOCKER_HOST) environment variable.
+    type: str
+    default: unix:///var/run/docker.sock
+  proc_root:
+    description:
+      - Where procfs is mounted. Tests point it at a fixture tree.
+    type: path
+    default: /proc
+  sys_root:
+    description:
+      - Where sysfs is mounted. Tests point it at a fixture tree.
+    type: path
+    default: /sys
+  nvidia_smi:
+    description:
+      - Path of C(nvidia-smi). Default is the one found on E(PATH) (and the usual system directories).
+    type: path
+  systemctl:
+    description:
+      - Path of C(systemctl). Default is the one found on E(PATH).
+    type: path
+  timeout:
+    description:
+      - Seconds each tool (through coreutils C(timeout) when it is installed) and each Docker engine request may
+        take. A GPU that does not answer in time is reported as such, not waited for.
+    type: int
+    default: 20
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same under C(--check).
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no difference to show.
+  facts:
+    support: full
+    description: Sets C(ansible_facts.dgxspark_node).
+  platform:
+    support: full
+    platforms: posix
+    description: Linux nodes (procfs and sysfs); built for DGX Spark (GB10), runs anywhere.
+seealso:
+  - module: ansible.builtin.setup
+notes:
+  - >-
+    The GPU query is C(nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,compute_cap,pstate,
+    memory.total,memory.used,memory.free,clocks.current.graphics,clocks.max.graphics,clocks.current.sm,
+    clocks.max.sm,clocks.current.memory,clocks.max.memory,temperature.gpu,power.draw --format=csv,nounits).
+  - >-
+    RDMA facts come from the files C(show_gids) reads (C(ports/<n>/gids/<i>), C(gid_attrs/types/<i>),
+    C(gid_attrs/ndevs/<i>)); unused (all-zero) GID entries are skipped. The index of a RoCE v2 IPv4 entry is
+    the value for E(NCCL_IB_GID_INDEX).
+  - >-
+    The memory-saver module is the patched C(nvidia_uvm) of christopherowen/dgx-spark-memory-saver; it is the
+    build that has the C(uvm_pack_sysmem_leaf_tables) parameter, so C(kernel.memory_saver.loaded) means that
+    parameter exists under C(/sys/module/nvidia_uvm/parameters/).
+  - >-
+    Limits: where C(dockerd) runs without the right to raise limits (no CAP_SYS_RESOURCE, as in some
+    sandboxes), a container cannot get more than the daemon's hard values (runc fails with C(error setting
+    rlimit type 8: operation not permitted) for C(--ulimit memlock=-1)); C(nofile) never exceeds C(nr_open).
+  - Reading the Docker socket needs root or the docker group; without it C(docker.error) says so.
+"""
+
+EXAMPLES = r"""
+- name: Gather the node's facts
+  dgxspark.cluster.node_facts:
+    weights_path: /data/models
+    services: [ollama.service]
+
+- name: Every node has enough memory available
+  ansible.builtin.assert:
+    that:
+      - dgxspark_node.memory.mem_available_bytes >= 100 * 1024 ** 3
+      - "'kho=off' in dgxspark_node.kernel.cmdline"
+    fail_msg: "{{ inventory_hostname }}: MemAvailable {{ dgxspark_node.memory.mem_available_bytes }} B"
+
+- name: Only what a quick check needs
+  dgxspark.cluster.node_facts:
+    sections: [memory, gpu]
+  register: quick
+
+- name: Show the GPU's clock (a GB10 latched into a slow clock state shows here)
+  ansible.builtin.debug:
+    msg: "{{ quick.node.gpu.devices | map(attribute='clocks_graphics_mhz') | list }}"
+
+- name: Show the RoCE v2 GID index of every fabric port (NCCL_IB_GID_INDEX)
+  ansible.builtin.debug:
+    msg: "{{ dgxspark_node.rdma.roce_v2_ipv4 | map(attribute='index') | list }}"
+"""
+
+RETURN = r"""
+node:
+  description:
+    - The node's facts (the same as C(ansible_facts.dgxspark_node)). Only the sections asked for are present.
+  returned: always
+  type: dict
+  contains:
+    memory:
+      description: From /proc/meminfo, in bytes. C(mem_total_bytes), C(mem_available_bytes), C(mem_free_bytes),
+        C(swap_total_bytes), C(swap_free_bytes), C(hugepage_size_bytes).
+      returned: when asked for
+      type: dict
+    kernel:
+      description:
+        - C(release) (C(/proc/sys/kernel/osrelease)), C(page_size) (bytes), C(cmdline) (list of words),
+          C(modules) (names from /proc/modules), C(nvidia) (C(version), C(uvm_loaded), C(uvm_srcversion) from
+          /sys/module) and C(memory_saver) (C(loaded), C(packing_enabled)).
+      returned: when asked for
+      type: dict
+    gpu:
+      description:
+        - C(present), C(error), C(count) and C(devices), each with C(index), C(name), C(uuid), C(pci_bus_id),
+          C(driver_version), C(compute_cap), C(pstate), C(memory_total_mib), C(memory_used_mib),
+          C(memory_free_mib), C(clocks_graphics_mhz), C(clocks_max_graphics_mhz), C(clocks_sm_mhz),
+          C(clocks_max_sm_mhz), C(clocks_memory_mhz), C(clocks_max_memory_mhz), C(temperature_c),
+          C(power_draw_w). A value nvidia-smi cannot give (GB10 memory) is null.
+      returned: when asked for
+      type: dict
+      sample:
+        present: true
+        error: null
+        count: 1
+        devices:
+          - {index: 0, name: NVIDIA GB10, memory_total_mib: null, clocks_graphics_mhz: 2522, power_draw_w: 15.57}
+    rdma:
+      description:
+        - C(present), C(error), C(devices) (by name, each with C(node_guid), C(fw_ver), C(hca_type), C(board_id),
+          C(netdevs) and C(ports); a port has C(port), C(state), C(state_code), C(phys_state), C(link_layer),
+          C(rate), C(rate_gbps) and C(gids), each with C(index), C(gid), C(ipv4), C(type), C(roce_version),
+          C(netdev)), and C(roce_v2_ipv4) (C(device), C(port), C(index), C(ipv4), C(netdev) of every RoCE v2 IPv4
+          GID).
+      returned: when asked for
+      type: dict
+    fabric:
+      description:
+        - C(interfaces), by netdev name, each with C(present), C(operstate), C(carrier) (bool), C(speed_mbps)
+          (null when the link is down), C(mtu), C(address), C(rdma_device) and C(gid_ipv4) (the IPv4 addresses of
+          its RoCE v2 GIDs).
+      returned: when asked for
+      type: dict
+    docker:
+      description:
+        - C(present) (the engine answered), C(error), C(socket), C(engine) (C(version), C(api_version), C(os),
+          C(arch), C(kernel_version)), C(containers) (C(name), C(id), C(image), C(image_id), C(state), C(status),
+          C(created), C(labels)), C(images) (C(id), C(tags), C(digests), C(created), C(size), C(labels)) and
+          C(container), the serving container (C(exists) false, or its C(state), C(image_id), C(labels), C(env),
+          C(ulimits), C(mounts), ...).
+      returned: when asked for
+      type: dict
+    limits:
+      description:
+        - C(nr_open) (/proc/sys/fs/nr_open), and C(module), C(dockerd), C(containerd) (null when not running,
+          else with C(pid)), each with C(nofile), C(memlock), C(stack) and C(core) as C({soft, hard}); -1 is
+          unlimited.
+      returned: when asked for
+      type: dict
+    disk:
+      description:
+        - C(path) (O(weights_path)), C(exists), C(checked_path), C(total_bytes), C(free_bytes),
+          C(available_bytes) (what an unprivileged writer can use) and C(read_only).
+      returned: when asked for
+      type: dict
+    services:
+      description:
+        - C(present) (systemctl answered; null when no unit was asked for), C(error) and C(units), by name, each
+          with C(id), C(load_state), C(active_state), C(sub_state) and C(unit_file_state).
+      returned: when asked for
+      type: dict
+    sections:
+      description: The sections gathered.
+      returned: always
+      type: list
+      elements: str
+    problems:
+      description: Read errors that left a value null, each with C(section), C(source) and C(message).
+      returned: always
+      type: list
+      elements: dict
+    elapsed_ms:
+      description: Time spent gathering, in milliseconds.
+      returned: always
+      type: float
+ansible_facts:
+  description: The same facts for later tasks.
+  returned: always
+  type: dict
+  contains:
+    dgxspark_node:
+      description: See RV(node).
+      returned: always
+      type: dict
+elapsed_ms:
+  description: Time spent gathering, in milliseconds.
+  returned: always
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DEFAULT_DOCKER_HOST
+from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import (
+    DEFAULT_CONTAINER_NAME,
+    SECTIONS,
+    Options,
+    Tool,
+    gather,
+    make_runner,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "sections": {"type": "list", "elements": "str", "choices": list(SECTIONS), "default": list(SECTIONS)},
+            "fabric_interfaces": {"type": "list", "elements": "str"},
+            "weights_path": {"type": "path"},
+            "services": {"type": "list", "elements": "str", "default": []},
+            "container_name": {"type": "str", "default": DEFAULT_CONTAINER_NAME},
+            "docker_host": {"type": "str", "default": DEFAULT_DOCKER_HOST, "fallback": (env_fallback, ["DOCKER_HOST"])},
+            "proc_root": {"type": "path", "default": "/proc"},
+            "sys_root": {"type": "path", "default": "/sys"},
+            "nvidia_smi": {"type": "path"},
+            "systemctl": {"type": "path"},
+            "timeout": {"type": "int", "default": 20},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["timeout"] <= 0:
+        module.fail_json(msg=f"timeout must be a positive number of seconds, found {params['timeout']}")
+    wanted = set(params["sections"])
+
+    def tool(name: str, option: str, section: str) -> Tool:
+        if section not in wanted:
+            return Tool(name, None, f"{name} not looked for")
+        found = None if params[option] else module.get_bin_path(name)
+        return Tool.resolve(name, params[option], found)
+
+    options = Options(
+        sections=tuple(s for s in SECTIONS if s in wanted),
+        proc_root=params["proc_root"],
+        sys_root=params["sys_root"],
+        nvidia_smi=tool("nvidia-smi", "nvidia_smi", "gpu"),
+        systemctl=tool("systemctl", "systemctl", "services") if params["services"] else Tool("systemctl", None),
+        docker_host=params["docker_host"],
+        container_name=params["container_name"] or None,
+        fabric_interfaces=tuple(params["fabric_interfaces"]) if params["fabric_interfaces"] is not None else None,
+        weights_path=params["weights_path"],
+        services=tuple(params["services"]),
+        timeout=float(params["timeout"]),
+    )
+
+    def run_command(argv: list[str]) -> tuple[int, str, str]:
+        return module.run_command(argv, handle_exceptions=False, errors="surrogate_then_replace")
+
+    needs_process = options.nvidia_smi.path is not None or options.systemctl.path is not None
+    timeout_bin = module.get_bin_path("timeout") if needs_process else None
+    node = gather(options, make_runner(run_command, timeout_bin, options.timeout))
+    module.exit_json(changed=False, node=node, ansible_facts={"dgxspark_node": node}, elapsed_ms=node["elapsed_ms"])
+
+
+if __name__ == "__main__":
+    main()

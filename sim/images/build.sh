@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Build (or find in the cache) the simulated cluster's images, offline.
+#
+# Usage: sim/images/build.sh [all|node|python|engine]      (default: all)
+#
+#   dgxspark-sim/node:<hash>    Debian bookworm minbase + systemd, sshd, docker.io (vfs), python3...
+#                               (sim/node/), imported with `docker import`: boots systemd as PID 1.
+#   dgxspark-sim/python:<hash>  Debian bookworm minbase + python3 (sim/images/python/).
+#   dgxspark-sim/engine:<hash>  FROM the python image: sim/engine/ (the `vllm serve` stand-in) and
+#                               plugins/plugin_utils/_vllm_serve_args.py, `vllm` on PATH; also
+#                               tagged :latest (the sim profiles' container.image). Saved as a tar
+#                               that sim-up loads into every node's inner dockerd.
+#
+# <hash> is a digest of the image's inputs (package list, build scripts, copied files), so an image
+# is rebuilt only when they change; the rootfs tarballs, the engine tar and debootstrap's .debs stay
+# in SIM_CACHE (default <repo>/.cache/sim) and an image already tagged is not built again.
+# Prints the result as shell assignments on stdout (also written to $SIM_CACHE/images/current.env):
+#   SIM_NODE_IMAGE=... SIM_PYTHON_IMAGE=... SIM_ENGINE_IMAGE=... SIM_ENGINE_TAR=...
+# Progress goes to stderr.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${SIM_CACHE:-$repo/.cache/sim}
+images=$cache/images
+suite=${DEBIAN_SUITE:-bookworm}
+what=${1:-all}
+export DOCKER_BUILDKIT=0 # the classic builder: a local FROM image, never a pull
+
+say() { printf 'sim-images: %s\n' "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+case $what in all | node | python | engine) ;; *) die "unknown image '$what' (all, node, python, engine)" ;; esac
+mkdir -p "$images"
+"$repo/sim/cluster/ensure-docker.sh"
+
+# One build at a time per cache (tests, bench and make may race).
+exec 8>"$images/.lock"
+flock -w 1800 8 || die "timed out waiting for another build (lock $images/.lock)"
+
+# digest PATH...: a short digest of the contents and names (relative to the repo) of the files
+# under each PATH, plus the Debian suite. Bytecode caches do not count.
+digest() {
+    (
+        cd "$repo"
+        printf 'suite=%s\n' "$suite"
+        for path in "$@"; do
+            find "$path" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*/.pytest_cache/*' -print0
+        done | sort -z | xargs -0 sha256sum | sed "s|  $repo/|  |"
+    ) | sha256sum | cut -c1-12
+}
+
+image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+# prune KIND KEEP_HASH: drop the cached tarballs and images of KIND from older inputs
+# (an image still used by a container stays).
+prune() {
+    local kind=$1 keep=$2 file tag
+    for file in "$images/$kind"-*.tar; do
+        [[ -e $file && $file != "$images/$kind-$keep.tar" ]] && rm -f "$file"
+    done
+    while read -r tag; do
+        if [[ -n $tag && $tag != "dgxspark-sim/$kind:$keep" && $tag != "dgxspark-sim/$kind:latest" ]]; then
+            docker rmi "$tag" >/dev/null 2>&1 || true
+        fi
+    done < <(docker images --format '{{.Repository}}:{{.Tag}}' "dgxspark-sim/$kind")
+}
+
+# rootfs_image KIND HASH PACKAGES [OVERLAY CONFIGURE] -- docker-import options follow after --
+rootfs_image() {
+    local kind=$1 hash=$2 packages=$3 overlay=$4 configure=$5
+    shift 5
+    local tag=dgxspark-sim/$kind:$hash tar=$images/$kind-$hash.tar start=$SECONDS
+    if image_exists "$tag"; then
+        say "$tag: present (inputs unchanged)"
+        return
+    fi
+    if [[ -f $tar ]]; then
+        say "$tag: rootfs tarball cached ($tar)"
+    else
+        say "$tag: building the rootfs"
+        "$here/rootfs.sh" "$packages" "$tar" "$overlay" "$configure"
+    fi
+    say "$tag: docker import"
+    docker import --message "dgxspark-sim $kind image, inputs $hash" \
+        --change "LABEL org.dgxspark-sim.kind=$kind org.dgxspark-sim.inputs=$hash" "$@" "$tar" "$tag" >/dev/null
+    prune "$kind" "$hash"
+    say "$tag: ready in $((SECONDS - start))s"
+}
+
+node_hash=$(digest sim/node sim/images/rootfs.sh)
+python_hash=$(digest sim/images/python sim/images/rootfs.sh)
+node_image=dgxspark-sim/node:$node_hash
+python_image=dgxspark-sim/python:$python_hash
+
+if [[ $what == all || $what == node ]]; then
+    rootfs_image node "$node_hash" "$repo/sim/node/packages.txt" "$repo/sim/node/rootfs" "$repo/sim/node/configure.sh" \
+        --change 'ENV container=docker' --change 'CMD ["/sbin/init"]'
+fi
+
+engine_image='' engine_tar=''
+if [[ $what == all || $what == python || $what == engine ]]; then
+    rootfs_image python "$python_hash" "$repo/sim/images/python/packages.txt" "" "" \
+        --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]'
+fi
+if [[ $what == all || $what == engine ]]; then
+    # SIM_ENGINE_SRC: another engine source folder (tests of this script); default sim/engine.
+    engine_src=${SIM_ENGINE_SRC:-sim/engine}
+    [[ -d $repo/$engine_src || -d $engine_src ]] || die "$engine_src/ is missing: the engine image packages it"
+    if [[ -d $repo/$engine_src ]]; then engine_src=$repo/$engine_src; fi
+    serve_args=plugins/plugin_utils/_vllm_serve_args.py
+    [[ -f $repo/$serve_args ]] || die "$serve_args is missing: the engine image carries it"
+    engine_hash=$(
+        {
+            echo "$python_image"
+            digest sim/images/engine "$engine_src" "$serve_args"
+        } | sha256sum | cut -c1-12
+    )
+    engine_image=dgxspark-sim/engine:$engine_hash
+    engine_tar=$images/engine-$engine_hash.tar
+    start=$SECONDS
+    if image_exists "$engine_image"; then
+        say "$engine_image: present (inputs unchanged)"
+    else
+        say "$engine_image: docker build FROM $python_image"
+        context=$cache/build/engine-context
+        rm -rf "$context"
+        mkdir -p "$context/plugin_utils"
+        cp -a "$repo/sim/images/engine/." "$context/"
+        # the engine's own files, without bytecode caches or test leftovers
+        mkdir -p "$context/engine"
+        tar -C "$engine_src" --exclude=__pycache__ --exclude='*.pyc' --exclude=.pytest_cache -cf - . | tar -C "$context/engine" -xf -
+        cp "$repo/$serve_args" "$context/plugin_utils/"
+        built=dgxspark-sim/engine-build:$engine_hash
+        if ! docker build --build-arg "BASE=$python_image" -t "$built" "$context" >"$cache/build/engine-build.log" 2>&1; then
+            tail -n 30 "$cache/build/engine-build.log" >&2
+            die "docker build of the engine image failed (log: $cache/build/engine-build.log)"
+        fi
+        rm -rf "$context"
+        # Flatten to one layer: every node's inner dockerd stores images with the vfs driver, which
+        # keeps a full copy of the filesystem per layer, so one layer halves the load time and disk.
+        mapfile -t changes < <(docker image inspect "$built" --format '{{range .Config.Env}}ENV {{.}}
+{{end}}WORKDIR {{.Config.WorkingDir}}
+CMD {{json .Config.Cmd}}')
+        change_args=(--change "LABEL org.dgxspark-sim.kind=engine org.dgxspark-sim.inputs=$engine_hash")
+        for change in "${changes[@]}"; do
+            if [[ -n $change ]]; then change_args+=(--change "$change"); fi
+        done
+        flat=$(docker create "$built")
+        docker export "$flat" | docker import --message "dgxspark-sim engine image, inputs $engine_hash" \
+            "${change_args[@]}" - "$engine_image" >/dev/null
+        docker rm "$flat" >/dev/null
+        docker rmi "$built" >/dev/null
+        say "$engine_image: built in $((SECONDS - start))s"
+    fi
+    docker tag "$engine_image" dgxspark-sim/engine:latest
+    if [[ ! -f $engine_tar ]]; then
+        say "$engine_image: docker save -> $engine_tar"
+        docker save -o "$engine_tar.tmp" "$engine_image" dgxspark-sim/engine:latest
+        mv "$engine_tar.tmp" "$engine_tar"
+    fi
+    prune engine "$engine_hash"
+fi
+
+{
+    echo "SIM_NODE_IMAGE=$node_image"
+    echo "SIM_PYTHON_IMAGE=$python_image"
+    echo "SIM_ENGINE_IMAGE=$engine_image"
+    echo "SIM_ENGINE_TAR=$engine_tar"
+} | tee "$images/current.env.tmp"
+mv "$images/current.env.tmp" "$images/current.env"

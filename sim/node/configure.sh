@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Configure a freshly debootstrapped node rootfs (runs on the build machine, not in a chroot).
+#
+# Usage: sim/node/configure.sh ROOTFS
+#
+# Called by sim/images/rootfs.sh after the files under sim/node/rootfs/ were copied in. Part of the
+# node image's inputs: changing it rebuilds the image.
+set -euo pipefail
+rootfs=${1:?usage: $0 ROOTFS}
+[[ -d $rootfs/etc/systemd ]] || { echo "configure: $rootfs is not a systemd rootfs" >&2; exit 1; }
+
+mask() { for unit in "$@"; do ln -sfn /dev/null "$rootfs/etc/systemd/system/$unit"; done; }
+
+# systemd runs as PID 1 in a container: nothing that wants a console, hardware, the kernel's
+# tunables or periodic maintenance. What is left: journald, dbus, logind, sshd, containerd, dockerd.
+mask getty.target console-getty.service getty@tty1.service serial-getty@.service \
+    systemd-udevd.service systemd-udev-trigger.service systemd-udev-settle.service \
+    systemd-modules-load.service kmod-static-nodes.service systemd-sysctl.service \
+    systemd-remount-fs.service systemd-firstboot.service systemd-random-seed.service \
+    systemd-hwdb-update.service systemd-journald-audit.socket systemd-pstore.service \
+    sys-kernel-config.mount sys-kernel-debug.mount sys-kernel-tracing.mount \
+    sys-fs-fuse-connections.mount dev-hugepages.mount proc-sys-fs-binfmt_misc.automount \
+    apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer fstrim.timer \
+    e2scrub_all.timer e2scrub_reap.service
+
+# The services the node is for, enabled as on a real Spark.
+wants=$rootfs/etc/systemd/system/multi-user.target.wants
+mkdir -p "$wants"
+for unit in ssh.service docker.service containerd.service; do
+    src=$(find "$rootfs/lib/systemd/system" "$rootfs/usr/lib/systemd/system" -maxdepth 1 -name "$unit" 2>/dev/null | head -1)
+    [[ -n $src ]] || { echo "configure: unit $unit not found in $rootfs" >&2; exit 1; }
+    ln -sfn "${src#"$rootfs"}" "$wants/$unit"
+done
+ln -sfn /lib/systemd/system/multi-user.target "$rootfs/etc/systemd/system/default.target"
+
+# Per-node identity comes at boot: machine-id (systemd makes a fresh one when the file is empty),
+# SSH host keys (ssh.service drop-in), hostname and /etc/hosts (docker run --hostname).
+: >"$rootfs/etc/machine-id"
+rm -f "$rootfs/var/lib/dbus/machine-id" "$rootfs/etc/hostname"
+ln -sfn /etc/machine-id "$rootfs/var/lib/dbus/machine-id"
+rm -f "$rootfs"/etc/ssh/ssh_host_*
+
+# root logs in with the cluster's key (bind-mounted to /root/.ssh/authorized_keys by sim-up).
+install -d -m 0700 "$rootfs/root/.ssh"
+# The inner dockerd keeps its images on a volume sim-up mounts here (vfs driver).
+install -d -m 0710 "$rootfs/var/lib/docker"
+install -d -m 0755 "$rootfs/etc/dgxspark-sim"

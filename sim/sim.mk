@@ -1,0 +1,48 @@
+# The simulated DGX Spark cluster on this machine's Docker engine (sim/README.md).
+# Included by the Makefile (`-include sim/sim.mk`); uses its VENV when there is one.
+#
+#   make sim-up CLUSTER=sim3|sim4|sim8    start the cluster (or check the one running); idempotent
+#   make sim-down CLUSTER=...             remove it: containers, networks, links, keys, nothing left
+#   make sim-status CLUSTER=...           check a running cluster (SSH, fabric, engine image)
+#   make sim-images                       build the node, python and engine images (cached)
+#   make sim-docker                       install/start the Docker engine if it is not running
+#   make sim-test                         pytest tests/sim/cluster (sim3 up, checks, down)
+#   make sim-bench                        tools/bench_sim.py: build, start and memory figures
+
+CLUSTER ?= sim3
+SIM_ENGINE ?= 1
+# stdlib-only scripts: any python3 runs them; the venv's when it is there.
+SIM_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
+SIM_PYTEST_ARGS ?=
+# `make test` runs the simulated-cluster tests too (about a minute once the images are cached,
+# a couple of minutes cold); SIM_IN_TEST=0 leaves them out.
+SIM_IN_TEST ?= 1
+ifeq ($(SIM_IN_TEST),1)
+EXTRA_TEST_TARGETS += sim-test
+endif
+
+.PHONY: sim-docker sim-images sim-up sim-down sim-status sim-test sim-bench
+
+sim-docker: ## Docker engine: install Debian's docker.io and start dockerd if needed
+	@sim/cluster/ensure-docker.sh
+
+sim-images: sim-docker ## build the simulated cluster's images offline (cached by their inputs)
+	@sim/images/build.sh all >/dev/null
+
+sim-up: sim-docker ## start the simulated cluster CLUSTER=sim3|sim4|sim8 (idempotent)
+	$(SIM_PYTHON) sim/cluster/simctl.py up $(CLUSTER) $(if $(filter 0,$(SIM_ENGINE)),--no-engine)
+
+sim-down: ## remove the simulated cluster CLUSTER and everything it made
+	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
+	    $(SIM_PYTHON) sim/cluster/simctl.py down $(CLUSTER); \
+	else echo "sim-down: no Docker engine running: nothing to remove"; fi
+
+sim-status: ## check the running simulated cluster CLUSTER
+	$(SIM_PYTHON) sim/cluster/simctl.py status $(CLUSTER)
+
+sim-test: venv sim-docker ## pytest tests/sim: the stand-in engine, then sim3/sim8 up, ping, fabric, down
+	$(call stage,sim-test: pytest tests/sim (stand-in engine; simulated cluster on local Docker))
+	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/sim/engine tests/sim/cluster $(SIM_PYTEST_ARGS)
+
+sim-bench: venv sim-docker ## tools/bench_sim.py: image build, cluster start and memory figures
+	$(VENV)/bin/python tools/bench_sim.py

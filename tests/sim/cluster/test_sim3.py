@@ -1,0 +1,149 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""sim3 end to end: up (twice), Ansible over SSH, the triangle fabric, the engine image, down.
+
+The tests of this module share one sim3 (conftest.sim3) and run in file order; the last one takes
+the cluster down and checks that nothing of it is left.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+
+from simcluster import REPO, ansible_bin, node_addresses, node_links, node_sh, simctl
+
+PORTS = ("enp1s0f0np0", "enp1s0f1np1")
+
+
+def test_second_up_verifies_and_returns(sim3):
+    proc = simctl("up", "sim3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fabric already cabled (3 links)" in proc.stdout
+    assert "created" not in proc.stdout
+
+
+def test_ansible_ping_over_ssh(sim3):
+    proc = subprocess.run(
+        [ansible_bin("ansible"), "all", "-i", "inventories/sim3", "-m", "ansible.builtin.ping"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for node in sim3["nodes"]:
+        assert f"{node['host']} | SUCCESS" in proc.stdout, proc.stdout
+        assert "pong" in proc.stdout
+
+
+def test_inventory_matches_the_cluster(sim3):
+    proc = subprocess.run(
+        [ansible_bin("ansible-inventory"), "-i", "inventories/sim3", "--list"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    hostvars = json.loads(proc.stdout)["_meta"]["hostvars"]
+    for node in sim3["nodes"]:
+        facts = hostvars[node["host"]]
+        assert facts["ansible_host"] == node["management_address"]
+        assert facts["dgxspark_rank"] == node["rank"]
+        assert facts["dgxspark_fabric_address"] == node["fabric_address"]
+        assert facts["dgxspark_shape"] == "tp3-triangle"
+        assert facts["ansible_user"] == "root"
+
+
+def test_nodes_boot_systemd_sshd_and_inner_docker(sim3):
+    for node in sim3["nodes"]:
+        host = node["host"]
+        assert node_sh(host, "systemctl is-system-running").stdout.strip() == "running"
+        assert node_sh(host, "hostname").stdout.strip() == host
+        assert node_sh(host, "systemctl is-active ssh docker containerd").stdout.split() == ["active"] * 3
+        assert node_sh(host, "docker info --format '{{.Driver}}'").stdout.strip() == "vfs"
+        config = node_sh(host, "sshd -T").stdout
+        assert "permitrootlogin without-password" in config or "permitrootlogin prohibit-password" in config
+        assert "passwordauthentication no" in config
+    # every node made its own host key and machine id at boot
+    keys = {node_sh(n["host"], "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.split()[1] for n in sim3["nodes"]}
+    ids = {node_sh(n["host"], "cat /etc/machine-id").stdout.strip() for n in sim3["nodes"]}
+    assert len(keys) == len(ids) == 3
+
+
+def test_triangle_fabric_is_cabled_as_documented(sim3):
+    """Each pair of nodes on its own point-to-point link; each node one link on each port."""
+    hosts = [node["host"] for node in sim3["nodes"]]
+    links = {host: node_links(host) for host in hosts}
+    addresses = {host: node_addresses(host) for host in hosts}
+    cables = set()
+    for host in hosts:
+        fabric = sorted(name for name in links[host] if name.startswith("enp"))
+        assert fabric == list(PORTS), f"{host}: fabric ports {fabric}"
+        cabling = json.loads(node_sh(host, "cat /etc/dgxspark-sim/cabling.json").stdout)
+        assert cabling["ports"] == {p: sim3["cabling"][host][p] for p in PORTS}
+        for port in PORTS:
+            link = links[host][port]
+            assert "UP" in link["flags"] and link["operstate"] == "UP", f"{host}/{port}: {link['flags']}"
+            assert link["mtu"] == 1500, f"{host}/{port}: MTU {link['mtu']} (the fabric role sets 9000)"
+            assert link["linkinfo"]["info_kind"] == "veth"
+            assert not [a for a in addresses[host][port] if a["family"] == "inet"], f"{host}/{port} has an address"
+            peer_host, peer_port = cabling["ports"][port]["peer_host"], cabling["ports"][port]["peer_port"]
+            peer = links[peer_host][peer_port]
+            # the kernel's own view: each end names the other's interface index
+            assert link["link_index"] == peer["ifindex"] and peer["link_index"] == link["ifindex"], (
+                f"{host}/{port} is not the peer of {peer_host}/{peer_port}"
+            )
+            assert int(node_sh(host, f"cat /sys/class/net/{port}/speed").stdout) == 10000
+            cables.add(frozenset({(host, port), (peer_host, peer_port)}))
+    assert len(cables) == 3
+    pairs = {frozenset(end[0] for end in cable) for cable in cables}
+    assert pairs == {frozenset(pair) for pair in itertools.combinations(hosts, 2)}
+
+
+def test_a_fabric_link_carries_traffic(sim3):
+    """Addresses are the fabric role's job: put link-local ones on one cable for a moment."""
+    (a_host, a_port), (b_host, b_port) = (end.split("/") for end in (sim3["links"][0]["a"], sim3["links"][0]["b"]))
+    try:
+        node_sh(a_host, f"ip addr add 169.254.99.1/30 dev {a_port}")
+        node_sh(b_host, f"ip addr add 169.254.99.2/30 dev {b_port}")
+        node_sh(a_host, f"ping -c 2 -W 2 -I {a_port} 169.254.99.2")
+    finally:
+        node_sh(a_host, f"ip addr flush dev {a_port}", check=False)
+        node_sh(b_host, f"ip addr flush dev {b_port}", check=False)
+
+
+def test_engine_image_in_every_inner_dockerd(sim3):
+    for node in sim3["nodes"]:
+        proc = node_sh(node["host"], "docker image ls --format '{{.Repository}}:{{.Tag}}' dgxspark-sim/engine")
+        tags = proc.stdout.split()
+        assert "dgxspark-sim/engine:latest" in tags, f"{node['host']}: {tags}"
+        assert len(tags) == 2, f"{node['host']}: {tags}"  # latest and the inputs' hash
+    head = sim3["nodes"][0]["host"]
+    proc = node_sh(head, "docker run --rm --network=host dgxspark-sim/engine:latest sh -c 'command -v vllm'")
+    assert proc.stdout.strip() == "/usr/local/bin/vllm"
+    # the stand-in answers like vLLM's CLI (sim/engine/)
+    proc = node_sh(head, "docker run --rm dgxspark-sim/engine:latest vllm serve --help")
+    assert "usage: vllm serve" in proc.stdout
+
+
+def test_down_leaves_nothing(sim3):
+    proc = simctl("down", "sim3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing left" in proc.stdout
+    assert simctl("leftovers", "sim3").returncode == 0
+    names = subprocess.run(
+        ["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True, check=True
+    ).stdout
+    assert not [n for n in names.split() if n.startswith("sim3-")]
+    networks = subprocess.run(
+        ["docker", "network", "ls", "--format", "{{.Name}}"], capture_output=True, text=True, check=True
+    )
+    assert "dgxspark-sim3-mgmt" not in networks.stdout.split()
+    host_links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True).stdout)
+    assert not [i["ifname"] for i in host_links if i["ifname"].startswith("dgxsim3-")]
+    assert not (REPO / ".cache" / "sim" / "sim3").exists()

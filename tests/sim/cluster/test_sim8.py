@@ -1,0 +1,52 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""sim8: eight nodes on the simulated switch (a Linux bridge), then down with nothing left."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from simcluster import node_links, node_sh, simctl
+
+
+def test_every_node_on_the_switch(sim8):
+    switch = sim8["switch"]
+    host_links = json.loads(
+        subprocess.run(["ip", "-d", "-j", "link"], capture_output=True, text=True, check=True).stdout
+    )
+    ports = {i["ifname"]: i for i in host_links if i.get("master") == switch}
+    assert len(ports) == 8, sorted(ports)
+    for node in sim8["nodes"]:
+        host = node["host"]
+        links = node_links(host)
+        assert sorted(n for n in links if n.startswith("enp")) == ["enp1s0f1np1"], f"{host}: {sorted(links)}"
+        port = links["enp1s0f1np1"]
+        assert "UP" in port["flags"] and port["mtu"] == 1500
+        cabling = json.loads(node_sh(host, "cat /etc/dgxspark-sim/cabling.json").stdout)["ports"]["enp1s0f1np1"]
+        assert cabling["peer_host"] == switch and cabling["via"] == "switch"
+        switch_port = ports[cabling["peer_port"]]
+        assert switch_port["link_index"] == port["ifindex"] and port["link_index"] == switch_port["ifindex"]
+        assert switch_port["mtu"] == 9000  # the switch passes jumbo frames
+        assert len(cabling["reaches"]) == 7
+
+
+def test_the_switch_switches(sim8):
+    head, last = sim8["nodes"][0]["host"], sim8["nodes"][-1]["host"]
+    try:
+        node_sh(head, "ip addr add 169.254.88.1/24 dev enp1s0f1np1")
+        node_sh(last, "ip addr add 169.254.88.8/24 dev enp1s0f1np1")
+        node_sh(head, "ping -c 2 -W 2 169.254.88.8")
+    finally:
+        node_sh(head, "ip addr flush dev enp1s0f1np1", check=False)
+        node_sh(last, "ip addr flush dev enp1s0f1np1", check=False)
+
+
+def test_down_leaves_nothing(sim8):
+    proc = simctl("down", "sim8")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert simctl("leftovers", "sim8").returncode == 0
+    host_links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True).stdout)
+    assert not [i["ifname"] for i in host_links if i["ifname"].startswith("dgxsim8-")]
+    rules = subprocess.run(["iptables", "-S", "DOCKER-USER"], capture_output=True, text=True, check=True).stdout
+    assert "dgxsim8" not in rules

@@ -1,0 +1,184 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
+    KernelModule,
+    Limit,
+    memory_facts,
+    parse_cmdline,
+    parse_limits,
+    parse_meminfo,
+    parse_modules,
+    parse_page_size,
+)
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
+    BARE,
+    GB10,
+    H200,
+    sample_body,
+)
+
+KIB = 1024
+
+
+def sample_meminfo(name: str) -> str:
+    """The /proc/meminfo lines of a host-state sample (it holds other commands' output too)."""
+    return "\n".join(line for line in sample_body(name).splitlines() if line.split(":")[0].strip() in MEMINFO_KEYS)
+
+
+MEMINFO_KEYS = {line.split(":")[0] for line in (GB10 / "proc" / "meminfo").read_text().splitlines()}
+
+
+@pytest.mark.parametrize(
+    "text,total_kib,available_kib,hugepage_kib",
+    [
+        # GB10, 64 KiB-page kernel 7.0.0-1019-nvidia-64k (christopherowen/spark-ds41f dgx1)
+        (sample_meminfo("host-state.spark-dgx1-after-64k.meminfo-cmdline.txt"), 129798784, 123387328, 524288),
+        # GB10, 4 KiB kernel, long-lived and loaded
+        (
+            sample_meminfo("host-state.spark-dgx1-before-4k.uname-pagesize-meminfo-cmdline-smi.txt"),
+            127598768,
+            6784224,
+            2048,
+        ),
+        # GB10, 4 KiB kernel, fresh and idle
+        (sample_meminfo("host-state.spark-dgx1-fresh-4k-idle.meminfo.txt"), 127598768, 122578828, 2048),
+        # The H200 machine (lead's capture) and the GB10 fixture tree
+        ((H200 / "meminfo.txt").read_text(), 131981020, 131487776, 2048),
+        ((GB10 / "proc" / "meminfo").read_text(), 129798784, 123387328, 524288),
+    ],
+)
+def test_meminfo_samples(text: str, total_kib: int, available_kib: int, hugepage_kib: int) -> None:
+    facts = memory_facts(parse_meminfo(text))
+    assert facts["mem_total_bytes"] == total_kib * KIB
+    assert facts["mem_available_bytes"] == available_kib * KIB
+    assert facts["hugepage_size_bytes"] == hugepage_kib * KIB
+    assert set(facts) == {
+        "mem_total_bytes",
+        "mem_available_bytes",
+        "mem_free_bytes",
+        "swap_total_bytes",
+        "swap_free_bytes",
+        "hugepage_size_bytes",
+    }
+
+
+def test_meminfo_counts_stay_counts_and_missing_keys_are_null() -> None:
+    values = parse_meminfo("MemTotal: 10 kB\nHugePages_Total:       7\n")
+    assert values == {"MemTotal": 10 * KIB, "HugePages_Total": 7}
+    assert memory_facts(values)["mem_available_bytes"] is None
+
+
+def test_meminfo_this_machine_parses() -> None:
+    assert memory_facts(parse_meminfo((BARE / "proc" / "meminfo").read_text()))["mem_total_bytes"] > 0
+
+
+@pytest.mark.parametrize("text", ["MemTotal 10 kB", "MemTotal: ten kB", "MemTotal: 10 MB"])
+def test_meminfo_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="not a meminfo line"):
+        parse_meminfo(text)
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("ro quiet kho=off\n", ["ro", "quiet", "kho=off"]),
+        ('a  b="x y"   c', ["a", "b=x y", "c"]),
+        ('dyndbg="file x.c +p" kho=off', ["dyndbg=file x.c +p", "kho=off"]),
+        ('empty="" z', ["empty=", "z"]),
+        ("", []),
+    ],
+)
+def test_cmdline(text: str, words: list[str]) -> None:
+    assert parse_cmdline(text) == words
+
+
+def test_cmdline_of_the_64k_sample_has_kho_off() -> None:
+    line = next(
+        x
+        for x in sample_body("host-state.spark-dgx1-after-64k.meminfo-cmdline.txt").splitlines()
+        if x.startswith("BOOT_IMAGE=")
+    )
+    words = parse_cmdline(line)
+    assert words[0] == "BOOT_IMAGE=/boot/vmlinuz-7.0.0-1019-nvidia-64k"
+    assert "kho=off" in words and "pci=pcie_bus_safe" in words
+
+
+@pytest.mark.parametrize(
+    "line,module",
+    [
+        ("nvidia_uvm 2162688 4 - Live 0x0000000000000000 (O)", KernelModule("nvidia_uvm", 2162688, 4, (), "Live")),
+        (
+            "nvidia 14811136 9 nvidia_uvm,nvidia_modeset, Live 0x0000000000000000 (O)",
+            KernelModule("nvidia", 14811136, 9, ("nvidia_uvm", "nvidia_modeset"), "Live"),
+        ),
+        ("mlx5_ib 589824 0 - Loading 0xffff800080000000", KernelModule("mlx5_ib", 589824, 0, (), "Loading")),
+    ],
+)
+def test_modules_lines(line: str, module: KernelModule) -> None:
+    assert parse_modules(line + "\n") == [module]
+
+
+def test_modules_of_the_gb10_tree() -> None:
+    names = [m.name for m in parse_modules((GB10 / "proc" / "modules").read_text())]
+    assert {"nvidia", "nvidia_uvm", "mlx5_ib", "mlx5_core"} <= set(names)
+
+
+@pytest.mark.parametrize("line", ["nvidia 1 2", "nvidia big 2 - Live 0x0"])
+def test_modules_rejects(line: str) -> None:
+    with pytest.raises(ValueError, match="not a /proc/modules line"):
+        parse_modules(line)
+
+
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        (
+            BARE / "proc" / "self" / "limits",
+            {"nofile": Limit(20000, 20000), "memlock": Limit(8388608, 8388608), "stack": Limit(8388608, -1)},
+        ),
+        (BARE / "proc" / "27470" / "limits", {"nofile": Limit(20000, 20000), "core": Limit(0, -1)}),
+        (
+            GB10 / "proc" / "self" / "limits",
+            {"nofile": Limit(1024, 524288), "memlock": Limit(8388608, 8388608), "cpu": Limit(-1, -1)},
+        ),
+        (GB10 / "proc" / "2741" / "limits", {"nofile": Limit(524288, 524288), "nproc": Limit(-1, -1)}),
+    ],
+)
+def test_limits(path: pathlib.Path, expected: dict[str, Limit]) -> None:
+    limits = parse_limits(path.read_text())
+    assert len(limits) == 16
+    for name, limit in expected.items():
+        assert limits[name] == limit
+    assert limits["nice"] == Limit(0, 0)
+
+
+def test_limit_as_dict() -> None:
+    assert Limit(-1, -1).as_dict() == {"soft": -1, "hard": -1}
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["Max open files  lots  1024  files", "Max bananas  1  1  units", "Open files 1 1 files"],
+)
+def test_limits_rejects(line: str) -> None:
+    with pytest.raises(ValueError, match="limits line"):
+        parse_limits("Limit                     Soft Limit           Hard Limit           Units     \n" + line)
+
+
+@pytest.mark.parametrize(
+    "line,size",
+    [("KernelPageSize:       64 kB", 65536), ("KernelPageSize:        4 kB\n", 4096), ("KernelPageSize: 16 kB", 16384)],
+)
+def test_page_size(line: str, size: int) -> None:
+    assert parse_page_size(line) == size
+
+
+def test_page_size_rejects() -> None:
+    with pytest.raises(ValueError, match="KernelPageSize"):
+        parse_page_size("MMUPageSize: 4 kB")

@@ -1,0 +1,208 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""node_facts' main() end to end: fixture trees, fake nvidia-smi and systemctl executables, a fake engine."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi import QUERY
+from ansible_collections.dgxspark.cluster.plugins.modules import node_facts
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
+    BARE,
+    GB10,
+    fake_docker_engine,
+    tools_copy,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+SERVICES = ["ollama.service", "nv-cpu-governor.service", "open-webui.service"]
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def capture_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    def exit_json(self: Any, **kwargs: Any) -> None:
+        raise ExitJson(kwargs)
+
+    def fail_json(self: Any, **kwargs: Any) -> None:
+        raise FailJson(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run_module(args: dict[str, Any]) -> dict[str, Any]:
+    with patch_module_args(args), pytest.raises(ExitJson) as exited:
+        node_facts.main()
+    return exited.value.args[0]
+
+
+def fail_module(args: dict[str, Any]) -> dict[str, Any]:
+    with patch_module_args(args), pytest.raises(FailJson) as failed:
+        node_facts.main()
+    return failed.value.args[0]
+
+
+def gb10_args(tools: pathlib.Path, docker_sock: str, **more: Any) -> dict[str, Any]:
+    args = {
+        "proc_root": str(GB10 / "proc"),
+        "sys_root": str(GB10 / "sys"),
+        "nvidia_smi": str(tools / "nvidia-smi"),
+        "systemctl": str(tools / "systemctl"),
+        "services": SERVICES,
+        "docker_host": f"unix://{docker_sock}",
+        "weights_path": str(ROOT),
+    }
+    args.update(more)
+    return args
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_gb10_end_to_end(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, check_mode: bool) -> None:
+    tools = tools_copy(GB10, tmp_path)
+    argv_log = tmp_path / "argv.log"
+    monkeypatch.setenv("NODE_FACTS_ARGV_LOG", str(argv_log))
+    with fake_docker_engine() as (sock, requests):
+        result = run_module({**gb10_args(tools, sock), "_ansible_check_mode": check_mode})
+    node = result["node"]
+    assert result["changed"] is False
+    assert result["ansible_facts"] == {"dgxspark_node": node}
+    assert result["elapsed_ms"] == node["elapsed_ms"]
+    assert node["problems"] == []
+    # one call per tool, with the documented arguments
+    assert argv_log.read_text().splitlines() == [
+        f"nvidia-smi --query-gpu={QUERY} --format=csv,nounits",
+        "systemctl show --no-pager --property=Id,LoadState,ActiveState,SubState,UnitFileState -- " + " ".join(SERVICES),
+    ]
+    assert len(requests) == 4
+    assert node["gpu"]["devices"][0]["memory_total_mib"] is None
+    assert node["gpu"]["devices"][0]["clocks_graphics_mhz"] == 2522
+    assert node["kernel"]["page_size"] == 65536 and "kho=off" in node["kernel"]["cmdline"]
+    assert node["kernel"]["memory_saver"]["loaded"] is True
+    assert [e["index"] for e in node["rdma"]["roce_v2_ipv4"]] == [3, 3]
+    assert node["fabric"]["interfaces"]["enp1s0f0np0"]["speed_mbps"] == 200000
+    assert node["docker"]["container"]["state"]["status"] == "running"
+    assert node["services"]["units"]["ollama.service"]["active_state"] == "active"
+    assert node["disk"]["exists"] is True
+    json.dumps(result)
+
+
+def test_bare_end_to_end(tmp_path: pathlib.Path) -> None:
+    tools = tools_copy(BARE, tmp_path)
+    result = run_module(
+        {
+            "proc_root": str(BARE / "proc"),
+            "sys_root": str(BARE / "sys"),
+            "nvidia_smi": "/nonexistent/nvidia-smi",
+            "systemctl": str(tools / "systemctl"),
+            "services": ["ollama.service"],
+            "docker_host": "unix:///nonexistent/docker.sock",
+        }
+    )
+    node = result["node"]
+    assert node["problems"] == []
+    assert node["gpu"]["error"] == "nvidia-smi not found at /nonexistent/nvidia-smi"
+    assert node["rdma"]["present"] is False and node["fabric"]["interfaces"] == {}
+    assert node["services"]["error"].startswith("systemctl exited 1: System has not been booted with systemd")
+    assert node["docker"]["error"] == "no Docker engine socket at /nonexistent/docker.sock"
+
+
+def test_nvidia_smi_not_on_path(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: None)
+    result = run_module({"sections": ["gpu"], "proc_root": str(BARE / "proc"), "sys_root": str(BARE / "sys")})
+    assert result["node"]["gpu"] == {"present": False, "error": "nvidia-smi not found", "count": 0, "devices": []}
+    assert list(result["node"]) == ["gpu", "sections", "problems", "elapsed_ms"]
+
+
+@pytest.mark.parametrize(
+    "script,error",
+    [
+        (
+            'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."; exit 9',
+            "nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        ),
+        ("exec sleep 30", "nvidia-smi did not answer within 1 s"),
+    ],
+)
+def test_a_failing_or_hanging_gpu_is_a_fact(tmp_path: pathlib.Path, script: str, error: str) -> None:
+    if "sleep" in script and shutil.which("timeout") is None:
+        pytest.skip("coreutils timeout is not installed")
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    result = run_module({"sections": ["gpu"], "nvidia_smi": str(fake), "timeout": 1})
+    assert result["node"]["gpu"]["present"] is False
+    assert result["node"]["gpu"]["error"] == error
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ({"sections": ["memory", "gpus"]}, "value of sections must be one or more of"),
+        ({"timeout": 0}, "timeout must be a positive number of seconds, found 0"),
+    ],
+)
+def test_invalid_options_fail(args: dict[str, Any], message: str) -> None:
+    assert message in fail_module(args)["msg"]
+
+
+def test_runs_on_this_machine() -> None:
+    """The real /proc and /sys, whatever this machine has: no crash, plain data, every section present."""
+    result = run_module({"weights_path": str(ROOT)})
+    node = result["node"]
+    assert node["sections"] == ["memory", "kernel", "gpu", "rdma", "fabric", "docker", "limits", "disk", "services"]
+    assert node["memory"]["mem_total_bytes"] > 0 and node["kernel"]["page_size"] in (4096, 16384, 65536)
+    json.dumps(result)
+
+
+def test_as_a_process_with_an_args_file(tmp_path: pathlib.Path) -> None:
+    """How Ansible runs it: a separate Python reading its arguments from a JSON file."""
+    args = tmp_path / "args.json"
+    args.write_text(
+        json.dumps(
+            {
+                "ANSIBLE_MODULE_ARGS": {
+                    "sections": ["memory", "kernel", "fabric"],
+                    "proc_root": str(GB10 / "proc"),
+                    "sys_root": str(GB10 / "sys"),
+                }
+            }
+        )
+    )
+    collections = ROOT / ".ansible" / "collections"
+    completed = subprocess.run(
+        [sys.executable, "-m", "ansible_collections.dgxspark.cluster.plugins.modules.node_facts", str(args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={"PYTHONPATH": str(collections), "PATH": "/usr/bin:/bin"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["changed"] is False
+    assert result["node"]["memory"]["mem_total_bytes"] == 129798784 * 1024
+    assert sorted(result["ansible_facts"]["dgxspark_node"]["fabric"]["interfaces"]) == [
+        "enP2p1s0f0np0",
+        "enP2p1s0f1np1",
+        "enp1s0f0np0",
+        "enp1s0f1np1",
+    ]
