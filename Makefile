@@ -227,9 +227,12 @@ test: ## venv, then lint, units, sanity, compat (+ EXTRA_TEST_TARGETS), with tim
 	if (( $${#failed[@]} )); then echo "make test: FAILED stages: $${failed[*]}" >&2; exit 1; fi
 
 # --------------------------------------------------------------------------- demo
-demo: venv ## ansible-playbook playbooks/demo.yml (DEMO_ARGS=... for extra options)
-	$(call stage,demo: ansible-playbook playbooks/demo.yml)
-	$(VENV)/bin/ansible-playbook playbooks/demo.yml $(DEMO_ARGS)
+demo: venv ## start the simulated sim3 cluster, then ansible-playbook playbooks/demo.yml on it (DEMO_ARGS=...)
+	$(call stage,demo: the simulated three-node cluster (make sim-up CLUSTER=sim3))
+	$(MAKE) sim-up CLUSTER=sim3
+	$(call stage,demo: ansible-playbook playbooks/demo.yml -i inventories/sim3)
+	$(VENV)/bin/ansible-playbook playbooks/demo.yml -i inventories/sim3 $(DEMO_ARGS)
+	@echo "The cluster keeps running: make sim-down CLUSTER=sim3 removes it."
 
 # --------------------------------------------------------------------------- tools
 bench: venv ## tools/bench_plan.py: validation and planning time, shipped and synthetic profiles

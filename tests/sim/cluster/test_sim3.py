@@ -131,6 +131,25 @@ def test_engine_image_in_every_inner_dockerd(sim3):
     assert "usage: vllm serve" in proc.stdout
 
 
+def test_demo_playbook_on_sim3(sim3):
+    """`make demo`'s playbook: profiles validated, tp3-triangle planned, every node answering with its facts."""
+    proc = subprocess.run(
+        [ansible_bin("ansible-playbook"), "playbooks/demo.yml", "-i", "inventories/sim3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sim8: profile valid (2 shapes)" in proc.stdout
+    assert "rank 2 (worker) on" in proc.stdout and "--headless" in proc.stdout
+    for node in sim3["nodes"]:
+        assert f"on {node['host']} (" in proc.stdout, proc.stdout
+    assert "dgxspark-sim/engine:latest" in proc.stdout
+    assert "enp1s0f0np0 up" in proc.stdout or "enp1s0f0np0 unknown" in proc.stdout, proc.stdout
+
+
 def test_down_leaves_nothing(sim3):
     proc = simctl("down", "sim3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
