@@ -46,3 +46,17 @@ sim-test: venv sim-docker ## pytest tests/sim: the stand-in engine, then sim3/si
 
 sim-bench: venv sim-docker ## tools/bench_sim.py: image build, cluster start and memory figures
 	$(VENV)/bin/python tools/bench_sim.py
+
+# molecule scenarios (extensions/molecule/, shared config.yml) run on one simulated cluster, brought
+# up once for all of them and taken down afterwards, whatever the result.
+MOLECULE_SIM_CLUSTER ?= sim3
+ifeq ($(SIM_IN_TEST),1)
+EXTRA_TEST_TARGETS += molecule
+endif
+.PHONY: molecule
+molecule: venv sim-docker ## molecule test --all on the simulated cluster (MOLECULE_SIM_CLUSTER=sim3)
+	$(call stage,molecule: every scenario in extensions/molecule on $(MOLECULE_SIM_CLUSTER))
+	@$(MAKE) sim-up CLUSTER=$(MOLECULE_SIM_CLUSTER); rc=0; \
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" MOLECULE_SIM_CLUSTER=$(MOLECULE_SIM_CLUSTER) \
+	    $(VENV)/bin/molecule test --all || rc=$$?; \
+	$(MAKE) sim-down CLUSTER=$(MOLECULE_SIM_CLUSTER); exit $$rc
