@@ -91,9 +91,18 @@ def memory_budget(profile: Any, shape: str | None = None) -> dict[str, Any]:
 
 
 def rank_argv(
-    profile: Any, rank: int, master_addr: str, shape: str | None = None, overrides: Mapping[str, Any] | None = None
+    profile: Any,
+    rank: int,
+    master_addr: str,
+    shape: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    address: str | None = None,
 ) -> list[str]:
-    """One rank's `docker run` argv, rendered as the plan renders it (without the cross-rank comparison)."""
+    """One rank's `docker run` argv, rendered as the plan renders it (without the cross-rank comparison).
+
+    ``address`` is this rank's own fabric address (the head's is ``master_addr``); without it a
+    worker's argv carries no VLLM_HOST_IP.
+    """
     checked = coerce_profile(profile)
     name = select_shape(checked, shape)
     nodes = checked.data["shapes"][name]["nodes"]
@@ -101,18 +110,22 @@ def rank_argv(
         raise ProfileError(
             [Problem("rank", f"not a rank of shape {name}", found=rank, expected=f"an integer in 0..{nodes - 1}")]
         )
+    own = master_addr if rank == 0 else address
     hosts = [
         HostSpec(
             f"rank{i}",
             i,
             i == 0,
-            master_addr if i == 0 else _placeholder_address(i, master_addr),
+            master_addr if i == 0 else (own if i == rank and own else _placeholder_address(i, master_addr)),
             _plain(overrides) if i == rank and overrides else None,
         )
         for i in range(nodes)
     ]
-    plan = build_plan(checked, name, hosts)
-    return list(plan["ranks"][rank]["argv"])
+    argv = list(build_plan(checked, name, hosts)["ranks"][rank]["argv"])
+    if own is None:
+        at = argv.index(next(a for a in argv if a.startswith("VLLM_HOST_IP=")))
+        del argv[at - 1 : at + 1]
+    return argv
 
 
 def _placeholder_address(i: int, master_addr: str) -> str:

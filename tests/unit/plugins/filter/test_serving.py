@@ -38,6 +38,10 @@ def test_rank_argv() -> None:
     assert argv[:2] == ["docker", "run"] and "--headless" in argv
     assert argv[argv.index("--node-rank") + 1] == "2"
     assert argv[argv.index("--master-addr") + 1] == "198.51.100.10"
+    assert not any(a.startswith("VLLM_HOST_IP=") for a in argv)
+    own = FILTERS["rank_argv"](str(SPARK3), 2, "198.51.100.10", address="198.51.100.12")
+    assert "VLLM_HOST_IP=198.51.100.12" in own
+    assert "VLLM_HOST_IP=198.51.100.10" in FILTERS["rank_argv"](str(SPARK3), 0, "198.51.100.10")
     with pytest.raises(AnsibleFilterError, match="not a rank of shape tp3-triangle"):
         FILTERS["rank_argv"](str(SPARK3), 3, "198.51.100.10")
     with pytest.raises(AnsibleFilterError, match="not an IP address"):
