@@ -42,7 +42,7 @@ def ansible_bin(name: str) -> str:
         return str(venv)
     found = shutil.which(name)
     if not found:
-        pytest.skip(f"{name} not found (make venv)")
+        pytest.fail(f"{name} not found: run make venv first")
     return found
 
 
@@ -64,7 +64,7 @@ def node_addresses(host: str) -> dict[str, list[dict]]:
 
 def start_cluster(cluster: str, *extra: str):
     if os.geteuid() != 0:
-        pytest.skip("the simulated cluster needs root")
+        pytest.fail("the simulated cluster needs root (it starts containers and moves links between namespaces)")
     proc = simctl("up", cluster, *extra)
     if proc.returncode != 0:
         simctl("down", cluster)

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
 import yaml
 
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3
@@ -45,7 +44,6 @@ def playbook(name: str, inventory_path: str, *extra: str) -> subprocess.Complete
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, check=False, timeout=300)
 
 
-@pytest.mark.skipif(not (BIN / "ansible-playbook").exists(), reason="needs the venv's ansible-playbook")
 class TestPlaybooks:
     def test_plan_prints_every_rank(self, tmp_path: pathlib.Path) -> None:
         run = playbook("plan.yml", inventory(tmp_path))
