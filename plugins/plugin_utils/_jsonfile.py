@@ -72,11 +72,6 @@ def read_text(path: str) -> str:
         raise ProfileError([Problem(f"byte {exc.start}", "the profile is not UTF-8 text", source=path)]) from None
 
 
-def load_json_file(path: str) -> Any:
-    """Read and parse a JSON file."""
-    return parse_json(read_text(path), path)
-
-
 _WS = re.compile(r"[ \t\n\r]*")
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
 

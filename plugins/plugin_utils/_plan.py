@@ -20,7 +20,7 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import check_nccl_environment, topology_of
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
     DockerArgs,
     Profile,
@@ -426,11 +426,3 @@ def _check_agreement(ranks: Sequence[RankPlan], out: Collector) -> None:
 
 def _shown(value: Any) -> str:
     return "(not set)" if value is None else str(value)
-
-
-def plan_or_problems(profile: Profile, shape: str | None, hosts: Sequence[HostSpec]) -> dict[str, Any]:
-    """Like :func:`build_plan`, for callers that want problems as data rather than an exception."""
-    try:
-        return {"ok": True, "plan": build_plan(profile, shape, hosts)}
-    except ProfileError as exc:
-        return {"ok": False, "problems": [p.as_dict() for p in exc.problems]}
