@@ -10,12 +10,8 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import (
-    HEAD_GROUP,
-    WORKERS_GROUP,
-    build_plan,
-    hosts_from_inventory,
-)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import HEAD_GROUP, WORKERS_GROUP
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan, hosts_from_inventory
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
 

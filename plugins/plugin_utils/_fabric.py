@@ -32,11 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+    ADDRESS_VAR,
+    CABLING_VAR,
+    RANK_VAR,
+    as_rank,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
-
-RANK_VAR = "dgxspark_rank"
-ADDRESS_VAR = "dgxspark_fabric_address"
-CABLING_VAR = "dgxspark_fabric_cabling"
 
 PORT0 = "enp1s0f0np0"
 PORT1 = "enp1s0f1np1"
@@ -251,7 +253,7 @@ def _check_hosts(hosts: Sequence[FabricHost], out: Collector) -> tuple[list[Fabr
     ranked: list[FabricHost] = []
     for host in hosts:
         where = f"host {host.name}"
-        rank = host.rank if _is_int(host.rank) and host.rank >= 0 else None
+        rank = as_rank(host.rank)
         if host.rank is None:
             out.error(f"{where}: {RANK_VAR}", "no rank given", expected="an integer (0 for the head)")
         elif rank is None:

@@ -18,6 +18,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+    ADDRESS_VAR,
+    HEAD_GROUP,
+    OVERRIDES_VAR,
+    RANK_VAR,
+    WORKERS_GROUP,
+    as_rank,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import check_nccl_environment, topology_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem
@@ -39,11 +47,6 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
     parse_serve_args,
 )
 
-RANK_VAR = "dgxspark_rank"
-ADDRESS_VAR = "dgxspark_fabric_address"
-OVERRIDES_VAR = "dgxspark_overrides"
-HEAD_GROUP = "dgxspark_head"
-WORKERS_GROUP = "dgxspark_workers"
 LABEL_PREFIX = "dgxspark.cluster"
 
 # Settings each rank may have of its own; everything else that was rendered must agree.
@@ -191,7 +194,7 @@ def _check_hosts(
     addresses: dict[str, list[str]] = {}
     for host in hosts:
         where = f"host {host.name}"
-        rank = _as_rank(host.rank)
+        rank = as_rank(host.rank)
         if host.rank is None:
             out.error(f"{where}: {RANK_VAR}", "no rank given", expected="an integer (0 for the head)")
         elif rank is None:
@@ -249,16 +252,6 @@ def _check_hosts(
                 expected="one address per host",
             )
     return sorted(ranked, key=lambda h: h.rank if isinstance(h.rank, int) else 1 << 30)
-
-
-def _as_rank(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
 
 
 def _address(value: Any) -> str | None:

@@ -119,7 +119,7 @@ def effective_container(data: Mapping[str, Any], shape_name: str) -> dict[str, A
     over = data["shapes"][shape_name].get("container", {})
     merged = dict(top)
     merged["image"] = over.get("image", top["image"])
-    merged["docker_run_args"] = list(top["docker_run_args"]) + list(over.get("docker_run_args", []))
+    merged["docker_run_args"] = effective_docker_args(data, shape_name).args
     merged["serve_args"] = list(top["serve_args"]) + list(over.get("serve_args", []))
     merged.setdefault("model_path", data["model"])
     return merged

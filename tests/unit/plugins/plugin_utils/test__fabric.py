@@ -531,3 +531,11 @@ def test_switch_prefix_check_skips_hosts_without_address() -> None:
     assert len(found) == 2, found
     assert "host sim8-head: dgxspark_fabric_address: no fabric address" in found[0]
     assert "not in the switch's prefix 10.99.8.0/24 (rank 1, sim8-worker1)" in found[1]
+
+
+def test_ranks_read_as_the_plan_reads_them() -> None:
+    # An INI inventory gives "1"; the serving plan accepts it, so the fabric plan does too.
+    hosts = [FabricHost(h.name, str(h.rank), h.address, h.cabling) for h in sim_hosts(3)]
+    plan = fabric_plan("triangle", hosts)
+    assert sorted(p.rank for p in plan.values()) == [0, 1, 2]
+    assert any("not a rank" in p for p in problems("triangle", [FabricHost("a", "one", "10.99.3.1"), *hosts[1:]]))
