@@ -4,6 +4,7 @@
 #   make sim-up CLUSTER=sim3|sim4|sim8    start the cluster (or check the one running); idempotent
 #   make sim-down CLUSTER=...             remove it: containers, networks, links, keys, nothing left
 #   make sim-status CLUSTER=...           check a running cluster (SSH, fabric, engine image)
+#   make sim-cut CLUSTER=... HOST=... PORT=...   a cable that passes nothing (sim-mend: back)
 #   make sim-images                       build the node, python and engine images (cached)
 #   make sim-docker                       install/start the Docker engine if it is not running
 #   make sim-test                         pytest tests/sim/cluster (sim3 up, checks, down)
@@ -21,7 +22,7 @@ ifeq ($(SIM_IN_TEST),1)
 EXTRA_TEST_TARGETS += sim-test
 endif
 
-.PHONY: sim-docker sim-images sim-up sim-down sim-status sim-test sim-bench
+.PHONY: sim-docker sim-images sim-up sim-down sim-status sim-cut sim-mend sim-test sim-bench
 
 sim-docker: ## Docker engine: install Debian's docker.io and start dockerd if needed
 	@sim/cluster/ensure-docker.sh
@@ -40,6 +41,12 @@ sim-down: ## remove the simulated cluster CLUSTER and everything it made
 sim-status: ## check the running simulated cluster CLUSTER
 	$(SIM_PYTHON) sim/cluster/simctl.py status $(CLUSTER)
 
+sim-cut: ## make one cable pass nothing: make sim-cut CLUSTER=sim3 HOST=sim3-worker1 PORT=enp1s0f0np0
+	$(SIM_PYTHON) sim/cluster/simctl.py cut $(CLUSTER) $(HOST) $(PORT)
+
+sim-mend: ## make that cable pass traffic again (same HOST= PORT=)
+	$(SIM_PYTHON) sim/cluster/simctl.py mend $(CLUSTER) $(HOST) $(PORT)
+
 sim-test: venv sim-docker ## pytest tests/sim: the stand-in engine, then sim3/sim8 up, ping, fabric, down
 	$(call stage,sim-test: pytest tests/sim (stand-in engine; simulated cluster on local Docker))
 	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/sim/engine tests/sim/cluster $(SIM_PYTEST_ARGS)
@@ -47,16 +54,31 @@ sim-test: venv sim-docker ## pytest tests/sim: the stand-in engine, then sim3/si
 sim-bench: venv sim-docker ## tools/bench_sim.py: image build, cluster start and memory figures
 	$(VENV)/bin/python tools/bench_sim.py
 
-# molecule scenarios (extensions/molecule/, shared config.yml) run on one simulated cluster, brought
-# up once for all of them and taken down afterwards, whatever the result.
-MOLECULE_SIM_CLUSTER ?= sim3
+# molecule scenarios (extensions/molecule/, shared config.yml) run on the simulated clusters: each cluster
+# is brought up once for its scenarios and taken down afterwards, whatever the result. The fabric scenario
+# runs on sim3 (triangle) and on sim8 (switch); a scenario that no cluster lists fails the target, so none
+# is skipped by accident.
+MOLECULE_CLUSTERS ?= sim3 sim8
+MOLECULE_SCENARIOS_sim3 ?= sim_smoke fabric fabric_cut kernel kernel_mismatch
+MOLECULE_SCENARIOS_sim8 ?= fabric
+MOLECULE_ALL_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml))))
 ifeq ($(SIM_IN_TEST),1)
 EXTRA_TEST_TARGETS += molecule
 endif
 .PHONY: molecule
-molecule: venv sim-docker ## molecule test --all on the simulated cluster (MOLECULE_SIM_CLUSTER=sim3)
-	$(call stage,molecule: every scenario in extensions/molecule on $(MOLECULE_SIM_CLUSTER))
-	@$(MAKE) sim-up CLUSTER=$(MOLECULE_SIM_CLUSTER); rc=0; \
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" MOLECULE_SIM_CLUSTER=$(MOLECULE_SIM_CLUSTER) \
-	    $(VENV)/bin/molecule test --all || rc=$$?; \
-	$(MAKE) sim-down CLUSTER=$(MOLECULE_SIM_CLUSTER); exit $$rc
+molecule: venv sim-docker ## molecule scenarios on sim3 and sim8 (MOLECULE_CLUSTERS=, MOLECULE_SCENARIOS_simN=)
+	$(call stage,molecule: $(foreach c,$(MOLECULE_CLUSTERS),$(c): $(MOLECULE_SCENARIOS_$(c));))
+	@unlisted="$(filter-out $(foreach c,$(MOLECULE_CLUSTERS),$(MOLECULE_SCENARIOS_$(c))),$(MOLECULE_ALL_SCENARIOS))"; \
+	if [ -n "$$unlisted" ]; then echo "molecule: scenario(s) on no cluster: $$unlisted (add them to MOLECULE_SCENARIOS_simN)"; exit 1; fi
+	@rc=0; $(foreach c,$(MOLECULE_CLUSTERS),$(MAKE) --no-print-directory molecule-on CLUSTER=$(c) \
+	    SCENARIOS="$(MOLECULE_SCENARIOS_$(c))" || rc=1;) exit $$rc
+
+.PHONY: molecule-on
+molecule-on: venv sim-docker # internal: CLUSTER up, molecule test -s each of SCENARIOS, CLUSTER down (always)
+	@rc=0; $(MAKE) --no-print-directory sim-up CLUSTER=$(CLUSTER) || rc=1; \
+	if [ $$rc = 0 ]; then for scenario in $(SCENARIOS); do \
+	    echo "==> molecule: $$scenario on $(CLUSTER)"; \
+	    PATH="$(CURDIR)/$(VENV)/bin:$$PATH" MOLECULE_SIM_CLUSTER=$(CLUSTER) \
+	        $(VENV)/bin/molecule test -s $$scenario || { rc=1; echo "molecule: $$scenario on $(CLUSTER) FAILED"; }; \
+	done; fi; \
+	$(MAKE) --no-print-directory sim-down CLUSTER=$(CLUSTER); exit $$rc

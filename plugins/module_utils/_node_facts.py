@@ -29,7 +29,9 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi impor
     query_argv,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
+    CAP_SYS_RESOURCE,
     memory_facts,
+    parse_cap_eff,
     parse_cmdline,
     parse_limits,
     parse_meminfo,
@@ -270,8 +272,25 @@ class _Gatherer:
         pids = self.find_processes(DAEMONS)
         for daemon in DAEMONS:
             pid = pids.get(daemon)
-            facts[daemon] = None if pid is None else {"pid": int(pid), **self.process_limits(pid)}
+            facts[daemon] = (
+                None
+                if pid is None
+                else {"pid": int(pid), **self.process_limits(pid), "cap_sys_resource": self.cap_sys_resource(pid)}
+            )
         return facts
+
+    def cap_sys_resource(self, pid: str) -> bool | None:
+        """Whether the process may raise hard limits above its own (what runc needs to give a container
+        more than dockerd has); None when its status cannot be read."""
+        path = self.proc(pid, "status")
+        text = self.files.read(path, "limits")
+        if text is None:
+            return None
+        try:
+            return bool(parse_cap_eff(text) >> CAP_SYS_RESOURCE & 1)
+        except ValueError as error:
+            self.parse_problem("limits", path, error)
+            return None
 
     def process_limits(self, pid: str) -> dict[str, Any]:
         path = self.proc(pid, "limits")

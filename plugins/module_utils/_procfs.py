@@ -151,3 +151,18 @@ def parse_page_size(line: str) -> int:
     if not match:
         raise ValueError(f"not an smaps KernelPageSize line: {line!r}")
     return int(match.group(1)) * 1024
+
+
+# capabilities(7): the bit that lets a process raise a hard resource limit (setrlimit above its own).
+CAP_SYS_RESOURCE = 24
+
+
+def parse_cap_eff(text: str) -> int:
+    """The effective capability set (``CapEff:``, hex) of a /proc/<pid>/status text."""
+    for line in text.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                return int(line.split(":", 1)[1].strip(), 16)
+            except ValueError:
+                raise ValueError(f"CapEff is not hexadecimal: {line.strip()!r}") from None
+    raise ValueError("no CapEff line")

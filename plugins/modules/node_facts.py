@@ -219,6 +219,9 @@ node:
         - C(nr_open) (/proc/sys/fs/nr_open), and C(module), C(dockerd), C(containerd) (null when not running,
           else with C(pid)), each with C(nofile), C(memlock), C(stack) and C(core) as C({soft, hard}); -1 is
           unlimited.
+        - C(dockerd) and C(containerd) also have C(cap_sys_resource) (from C(CapEff) in /proc/<pid>/status; null
+          when unreadable) - whether the daemon may give a container limits above its own, as root's dockerd on a
+          Spark can and a daemon in an unprivileged container cannot.
       returned: when asked for
       type: dict
     disk:

@@ -38,6 +38,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
     RANK_VAR,
     as_rank,
 )
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import topology_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
 
 PORT0 = "enp1s0f0np0"
@@ -46,6 +47,7 @@ SWITCH = "switch"
 TOPOLOGIES = ("triangle", "ring", "switch")
 DEFAULT_MTU = 9000
 DEFAULT_PREFIX = 24
+DEFAULT_LINK_SPEED_MBPS = 200000  # a ConnectX-7 QSFP port on a DGX Spark
 MIN_MTU = 1280
 MAX_MTU = 9216
 # IPv4 header (20) + ICMP header (8): the largest ping payload that fits one frame unfragmented.
@@ -104,12 +106,15 @@ class Check:
     """Every host the packet passes, source and destination included."""
     payload: int
     """``ping -M do -s <payload>``: the MTU less the IPv4 and ICMP headers."""
+    peer_interface: str | None = None
+    """The far end of the first hop: the neighbour's port on a cable, the destination's on a switch."""
 
     def describe(self) -> str:
         how = f"via {self.via_host} ({self.via_address})" if self.via_host else "direct"
+        far = f" -> {self.peer_interface}" if self.peer_interface else ""
         return (
             f"rank {self.source_rank} ({self.source_host}) -> rank {self.destination_rank} "
-            f"({self.destination_host}, {self.destination_address}) on {self.interface} {how}"
+            f"({self.destination_host}, {self.destination_address}) on {self.interface}{far} {how}"
         )
 
 
@@ -444,6 +449,7 @@ def _direct_plan(
             if other == name:
                 continue
             via, port = next_hop(name, other)
+            far_port = next((p for n, own_port, p in links[name] if n == via and own_port == port), None)
             if other not in direct:
                 routes.append(Route(f"{address_of[other]}/32", address_of[via], port, other, via))
             checks.append(
@@ -458,6 +464,7 @@ def _direct_plan(
                     None if via == other else address_of[via],
                     paths[name, other],
                     ping_payload(mtu),
+                    far_port,
                 )
             )
         plan[name] = HostFabric(name, rank_of[name], own, mtu, interfaces, routes, name in forwarders, checks)
@@ -580,6 +587,7 @@ def _switch_plan(
     if out.errors:
         return {}
     plan: dict[str, HostFabric] = {}
+    port_of = {h.name: ports[h.name][0].port for h in hosts}
     for host in hosts:
         end = ports[host.name][0]
         interface = Interface(end.port, mtu, f"{host.address}/{prefix}", None, end.peer_host, end.peer_port)
@@ -595,6 +603,7 @@ def _switch_plan(
                 None,
                 [host.name, other.name],
                 ping_payload(mtu),
+                port_of[other.name],
             )
             for other in hosts
             if other.name != host.name
@@ -621,6 +630,7 @@ def render_networkd(plan: HostFabric) -> dict[str, str]:
             "",
             "[Link]",
             f"MTUBytes={interface.mtu}",
+            "RequiredForOnline=no",
             "",
             "[Network]",
             "ConfigureWithoutCarrier=yes",
@@ -642,3 +652,126 @@ def render_networkd(plan: HostFabric) -> dict[str, str]:
                 ]
         files[networkd_file_name(interface.name)] = "\n".join(lines) + "\n"
     return files
+
+
+# ----------------------------------------------------------------------------- netplan and sysctl
+
+NETPLAN_FILE = "60-dgxspark-fabric.yaml"
+SYSCTL_FILE = "60-dgxspark-fabric.conf"
+RP_FILTER_LOOSE = "2"
+
+
+def render_netplan(plan: HostFabric) -> str:
+    """The same configuration as :func:`render_networkd`'s files, as one netplan file
+    (renderer networkd, so NetworkManager leaves these ports alone). Neither form holds up the
+    boot waiting for a fabric port (``RequiredForOnline=no``, ``optional: true``). netplan has no ``Peer=``: the
+    neighbour is an on-link /32 route instead, which is what the kernel makes of a peer address."""
+    lines = [
+        f"# Managed by dgxspark.cluster (fabric): {plan.host} rank {plan.rank}.",
+        "network:",
+        "  version: 2",
+        "  renderer: networkd",
+        "  ethernets:",
+    ]
+    for interface in plan.interfaces:
+        lines += [
+            f"    {interface.name}:",
+            f"      mtu: {interface.mtu}",
+            "      ignore-carrier: true",
+            "      optional: true",
+            "      link-local: []",
+            "      addresses:",
+            f'        - "{interface.address}"',
+        ]
+        routes = [f'        - to: "{interface.peer}"', "          scope: link"] if interface.peer else []
+        for route in plan.routes:
+            if route.interface == interface.name:
+                routes += [
+                    f'        - to: "{route.destination}"',
+                    f'          via: "{route.gateway}"',
+                    "          on-link: true",
+                ]
+        if routes:
+            lines += ["      routes:", *routes]
+    return "\n".join(lines) + "\n"
+
+
+def sysctls(plan: HostFabric) -> dict[str, str]:
+    """Kernel settings the plan needs: loose reverse-path filtering on every fabric port (a ring's two
+    directions may take different ways), and IPv4 forwarding where the host forwards for others
+    (networkd's ``IPForward=`` is deprecated from systemd 256, so the sysctl is set as well)."""
+    values = {f"net.ipv4.conf.{interface.name}.rp_filter": RP_FILTER_LOOSE for interface in plan.interfaces}
+    if plan.ip_forward:
+        values["net.ipv4.ip_forward"] = "1"
+    return values
+
+
+def render_sysctl(plan: HostFabric) -> str:
+    """:func:`sysctls` as a sysctl.d file."""
+    lines = [f"# Managed by dgxspark.cluster (fabric): {plan.host} rank {plan.rank}."]
+    lines += [f"{name} = {value}" for name, value in sorted(sysctls(plan).items())]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- a host's share
+
+
+def shape_settings(shape: Mapping[str, Any]) -> dict[str, Any]:
+    """What the fabric role reads from a profile's shape: cabling, MTU, expected speed, NCCL's net."""
+    fabric = shape["fabric"]
+    return {
+        "transport": fabric["transport"],
+        "topology": topology_of(fabric),
+        "mtu": fabric.get("mtu", DEFAULT_MTU),
+        "link_speed_mbps": fabric.get("link_speed_mbps", DEFAULT_LINK_SPEED_MBPS),
+        "nccl_net": fabric.get("nccl_net", "IB"),
+        "nodes": shape["nodes"],
+    }
+
+
+def host_share(plan: Mapping[str, HostFabric], host: str) -> dict[str, Any]:
+    """One host's part of the plan with every file the role writes for it, as plain data."""
+    own = plan[host]
+    return {
+        "fabric": own.as_dict(),
+        "networkd": render_networkd(own),
+        "netplan": render_netplan(own),
+        "sysctl": render_sysctl(own),
+        "sysctls": sysctls(own),
+        "interfaces": [interface.name for interface in own.interfaces],
+    }
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def verify_report(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per host that passed, one per failure or warning: fabric_verify results by host."""
+    lines: list[str] = []
+    for host, result in sorted(results.items(), key=lambda item: (item[1].get("rank", 1 << 30), item[0])):
+        if not isinstance(result, Mapping) or "failures" not in result:
+            lines.append(f"SKIP  {host}: not verified ({(result or {}).get('msg', 'no result')})")
+            continue
+        who = f"rank {result.get('rank', '?')} {host}"
+        for failure in result["failures"]:
+            lines.append(f"FAIL  {who}: {failure}")
+        for warning in result.get("notices", []):
+            lines.append(f"WARN  {who}: {warning}")
+        if not result["failures"]:
+            links = result.get("links", {})
+            speeds = sorted({str(link.get("speed_mbps")) for link in links.values()})
+            mtus = sorted({str(link.get("mtu")) for link in links.values()})
+            pings = result.get("pings", [])
+            answered = [p for p in pings if p.get("ok")]
+            rtts = [p["rtt_avg_ms"] for p in answered if p.get("rtt_avg_ms") is not None]
+            payload = f"{pings[0].get('payload')}-byte " if pings and pings[0].get("payload") else ""
+            line = (
+                f"PASS  {who}: {result.get('address', '?')} on {', '.join(links) or 'no port'}: carrier, "
+                f"{'/'.join(speeds)} Mb/s, MTU {'/'.join(mtus)}"
+            )
+            if pings:
+                line += f"; {len(answered)}/{len(pings)} peers answer {payload}do-not-fragment pings"
+                if rtts:
+                    line += f" (avg {sum(rtts) / len(rtts):.3f} ms)"
+            lines.append(line)
+    return lines

@@ -12,6 +12,8 @@ RANK_VAR = "dgxspark_rank"
 ADDRESS_VAR = "dgxspark_fabric_address"
 OVERRIDES_VAR = "dgxspark_overrides"
 CABLING_VAR = "dgxspark_fabric_cabling"
+# What the fabric role found on a host's ports (RDMA devices, interfaces, RoCE GID index), for NCCL.
+FABRIC_NCCL_VAR = "fabric_nccl"
 
 
 def as_rank(value: Any) -> int | None:

@@ -20,6 +20,7 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     ADDRESS_VAR,
+    FABRIC_NCCL_VAR,
     HEAD_GROUP,
     OVERRIDES_VAR,
     RANK_VAR,
@@ -76,6 +77,8 @@ class HostSpec:
     head: bool = False
     fabric_address: Any = None
     overrides: Any = None
+    discovered: Any = None
+    """What the fabric role found on the host's ports (``fabric_nccl``): hca, socket_ifname, gid_index."""
 
 
 @dataclass
@@ -111,6 +114,7 @@ def hosts_from_inventory(
             head=name in heads,
             fabric_address=hostvars.get(name, {}).get(ADDRESS_VAR),
             overrides=hostvars.get(name, {}).get(OVERRIDES_VAR),
+            discovered=hostvars.get(name, {}).get(FABRIC_NCCL_VAR),
         )
         for name in heads + [w for w in workers if w not in heads]
     ]
@@ -227,7 +231,7 @@ def _check_hosts(
             scoped = Collector("inventory")
             validate(HOST_OVERRIDES, overrides, scoped, f"{where}: {OVERRIDES_VAR}")
             out.items.extend(scoped.items)
-        ranked.append(HostSpec(host.name, rank, host.head, address or host.fabric_address, overrides))
+        ranked.append(HostSpec(host.name, rank, host.head, address or host.fabric_address, overrides, host.discovered))
     for rank, owners in sorted(by_rank.items()):
         if len(owners) > 1:
             out.error(
@@ -274,6 +278,28 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+DISCOVERED_KEYS = ("hca", "socket_ifname", "gid_index")
+
+
+def discovered_fabric(fabric: Mapping[str, Any], discovered: Any) -> dict[str, Any]:
+    """The names the fabric role found on a host's ports, for what the profile (with the host's overrides)
+    leaves to discovery: a value the profile sets wins."""
+    if not isinstance(discovered, Mapping):
+        return {}
+    found: dict[str, Any] = {}
+    for key in DISCOVERED_KEYS:
+        value = discovered.get(key)
+        if key in fabric or value is None or value in ("", []):
+            continue
+        if key == "hca" and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            found[key] = list(value)
+        elif key == "socket_ifname" and isinstance(value, str):
+            found[key] = value
+        elif key == "gid_index" and isinstance(value, int) and not isinstance(value, bool):
+            found[key] = value
+    return found
+
+
 def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr: str, out: Collector) -> RankPlan:
     data = profile.data
     shape = dict(data["shapes"][shape_name])
@@ -295,7 +321,7 @@ def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr:
             check_serve_args(container["serve_args"], container["fork_flags"], f"{where}.container.serve_args", out)
     else:
         args = base_args
-    env = shape_environment(shape)
+    env = shape_environment(shape, **discovered_fabric(shape["fabric"], host.discovered))
     # vLLM opens further ports on VLLM_HOST_IP (default: the default route's interface); pin it to the fabric.
     env.setdefault("VLLM_HOST_IP", str(host.fabric_address))
     if over.get("environment") or over.get("fabric"):

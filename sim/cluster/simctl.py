@@ -8,6 +8,8 @@
     sim/cluster/simctl.py down CLUSTER               remove it and everything it made
     sim/cluster/simctl.py describe CLUSTER           nodes, addresses and cabling as JSON
     sim/cluster/simctl.py leftovers CLUSTER          what of CLUSTER exists (JSON); non-zero if any
+    sim/cluster/simctl.py cut CLUSTER HOST PORT      make the cable on HOST's PORT pass nothing
+    sim/cluster/simctl.py mend CLUSTER HOST PORT     make it pass traffic again
 
 Every node is a container of dgxspark-sim/node (sim/images/build.sh) running systemd, sshd and an
 inner dockerd; root logs in with the cluster's own key (.cache/sim/CLUSTER/id_ed25519). The
@@ -507,6 +509,21 @@ def remove_switch_forwarding(cluster: Cluster) -> None:
         run(["iptables", "-D", *_switch_rule(cluster)])
 
 
+# Docker mounts /proc/sys read-only in a container. The node's network sysctls belong to its own network
+# namespace (rp_filter, forwarding: what the fabric role sets), so /proc/sys/net is made writable; the rest
+# of /proc/sys stays read-only, since those settings would be the build machine's own.
+NET_SYSCTLS_WRITABLE = (
+    "f=/proc/sys/net/ipv4/ip_forward; cat $f > $f 2>/dev/null || "
+    "{ mount --bind /proc/sys/net /proc/sys/net && mount -o remount,bind,rw /proc/sys/net; }"
+)
+
+
+def writable_net_sysctls(cluster: Cluster, rank: int) -> None:
+    proc = node_exec(cluster.hostname(rank), "sh", "-c", NET_SYSCTLS_WRITABLE, check=False)
+    if proc.returncode != 0:
+        raise SimError(f"{cluster.hostname(rank)}: cannot make /proc/sys/net writable: {proc.stderr.strip()}")
+
+
 def write_cabling(cluster: Cluster, rank: int) -> None:
     data = json.dumps(cluster.cabling(rank), indent=2) + "\n"
     proc = subprocess.run(
@@ -609,6 +626,7 @@ def cmd_up(cluster: Cluster, with_engine: bool) -> int:
     if not made:
         say(f"{cluster.name}: fabric already cabled ({len(cluster.links())} links)")
     for rank in range(cluster.size):
+        writable_net_sysctls(cluster, rank)
         write_cabling(cluster, rank)
     if with_engine:
         image, tar = images["SIM_ENGINE_IMAGE"], images["SIM_ENGINE_TAR"]
@@ -730,10 +748,44 @@ def cmd_down(cluster: Cluster) -> int:
     return 0
 
 
+# A cut cable passes nothing while both ports stay up, as a broken cable or transceiver does: DROP rules
+# in the node, on that port only, which nothing of the collection touches (a port set down by hand
+# would be mended by the fabric role, which brings planned ports up).
+CUT_COMMENT = "dgxspark-sim-cut"
+
+
+def cut_rules(port: str) -> list[list[str]]:
+    return [
+        ["INPUT", "-i", port, "-m", "comment", "--comment", CUT_COMMENT, "-j", "DROP"],
+        ["OUTPUT", "-o", port, "-m", "comment", "--comment", CUT_COMMENT, "-j", "DROP"],
+    ]
+
+
+def cmd_cut(cluster: Cluster, host: str, port: str, cut: bool) -> int:
+    hosts = [cluster.hostname(rank) for rank in range(cluster.size)]
+    if host not in hosts:
+        raise SimError(f"{host} is not a node of {cluster.name} ({', '.join(hosts)})")
+    ports = cluster.cabling(hosts.index(host)).get("ports", {})
+    if port not in ports:
+        raise SimError(f"{host} has no cabled port {port} (cabled: {', '.join(sorted(ports)) or 'none'})")
+    peer = ports[port]
+    for rule in cut_rules(port):
+        present = node_exec(host, "iptables", "-w", "-C", *rule, check=False).returncode == 0
+        if cut and not present:
+            node_exec(host, "iptables", "-w", "-I", rule[0], "1", *rule[1:])
+        elif not cut and present:
+            node_exec(host, "iptables", "-w", "-D", *rule)
+    far = f"{peer.get('peer_host', 'the switch')} {peer.get('peer_port', '')}".rstrip()
+    say(f"{cluster.name}: the cable {host} {port} <-> {far} {'passes nothing' if cut else 'passes traffic again'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("command", choices=["up", "down", "status", "describe", "leftovers"])
+    parser.add_argument("command", choices=["up", "down", "status", "describe", "leftovers", "cut", "mend"])
     parser.add_argument("cluster", help="sim3, sim4 or sim8")
+    parser.add_argument("host", nargs="?", help="cut, mend: the node, such as sim3-worker1")
+    parser.add_argument("port", nargs="?", help="cut, mend: its port, such as enp1s0f0np0")
     parser.add_argument("--no-engine", action="store_true", help="up: skip the engine image (faster)")
     args = parser.parse_args(argv)
     try:
@@ -747,6 +799,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_up(cluster, with_engine=not args.no_engine)
         if args.command == "down":
             return cmd_down(cluster)
+        if args.command in ("cut", "mend"):
+            if not (args.host and args.port):
+                raise SimError(f"{args.command} needs HOST and PORT, e.g. {args.command} sim3 sim3-worker1 {PORT0}")
+            return cmd_cut(cluster, args.host, args.port, args.command == "cut")
         if args.command == "leftovers":
             found = leftovers(cluster)
             print(json.dumps(found, indent=2))

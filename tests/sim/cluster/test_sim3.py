@@ -131,6 +131,38 @@ def test_engine_image_in_every_inner_dockerd(sim3):
     assert "usage: vllm serve" in proc.stdout
 
 
+def node_state(host: str) -> dict:
+    """What the kernel and fabric roles may change on a node: files, networkd, addresses, MTUs, sysctls."""
+    script = (
+        "ls /etc/systemd/network /etc/sysctl.d /etc/default/grub.d 2>/dev/null; "
+        "systemctl is-active systemd-networkd; systemctl is-enabled systemd-networkd; "
+        "cat /proc/sys/net/ipv4/conf/enp1s0f0np0/rp_filter /proc/sys/net/ipv4/conf/enp1s0f1np1/rp_filter"
+    )
+    return {
+        "files_and_units": node_sh(host, script, check=False).stdout,
+        "addresses": node_addresses(host),
+        "mtu": {name: link["mtu"] for name, link in node_links(host).items()},
+    }
+
+
+def test_prepare_check_mode_changes_nothing(sim3):
+    """`prepare.yml --check --diff` on fresh nodes: reports what it would change, and changes nothing."""
+    before = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
+    proc = subprocess.run(
+        [ansible_bin("ansible-playbook"), "playbooks/prepare.yml", "-i", "inventories/sim3", "--check", "--diff"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "+Address=10.99.3.1/32" in proc.stdout  # the diff of a networkd file it would write
+    assert "check mode: the ports are not configured yet" in proc.stdout
+    after = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
+    assert after == before
+
+
 def test_demo_playbook_on_sim3(sim3):
     """`make demo`'s playbook: profiles validated, tp3-triangle planned, every node answering with its facts."""
     proc = subprocess.run(
@@ -148,6 +180,41 @@ def test_demo_playbook_on_sim3(sim3):
         assert f"on {node['host']} (" in proc.stdout, proc.stdout
     assert "dgxspark-sim/engine:latest" in proc.stdout
     assert "enp1s0f0np0 up" in proc.stdout or "enp1s0f0np0 unknown" in proc.stdout, proc.stdout
+    # prepare.yml: the kernel report, then every rank's fabric verified
+    assert "PASS  sim3-head  ulimit:nofile  expected >= 20000, found 20000 (dockerd" in proc.stdout, proc.stdout
+    for rank, node in enumerate(sim3["nodes"]):
+        assert f"PASS  rank {rank} {node['host']}: 10.99.3.{rank + 1} on enp1s0f0np0, enp1s0f1np1" in proc.stdout
+
+
+def test_cut_and_mend_a_cable(sim3):
+    """After the demo configured the fabric: `sim-cut` stops one cable, both ports up; `sim-mend` restores it."""
+
+    def ping() -> int:
+        return subprocess.run(
+            ["docker", "exec", "sim3-head", "ping", "-n", "-c", "1", "-W", "1", "-I", "enp1s0f1np1", "10.99.3.2"],
+            capture_output=True,
+            check=False,
+        ).returncode
+
+    assert ping() == 0
+    proc = simctl("cut", "sim3", "sim3-worker1", "enp1s0f0np0")
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "sim3-worker1 enp1s0f0np0 <-> sim3-head enp1s0f1np1 passes nothing" in proc.stdout
+        assert ping() != 0
+        carrier = subprocess.run(
+            ["docker", "exec", "sim3-head", "cat", "/sys/class/net/enp1s0f1np1/carrier"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert carrier.strip() == "1"
+        bad = simctl("cut", "sim3", "sim3-worker1", "enp9s0")
+        assert bad.returncode != 0 and "has no cabled port enp9s0" in bad.stderr
+    finally:
+        mended = simctl("mend", "sim3", "sim3-worker1", "enp1s0f0np0")
+    assert mended.returncode == 0 and "passes traffic again" in mended.stdout
+    assert ping() == 0
 
 
 def test_down_leaves_nothing(sim3):

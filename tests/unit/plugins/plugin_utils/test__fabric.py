@@ -14,8 +14,13 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     default_cabling,
     fabric_hosts_from_inventory,
     fabric_plan,
+    host_share,
     ping_payload,
+    render_netplan,
     render_networkd,
+    render_sysctl,
+    shape_settings,
+    sysctls,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
 
@@ -173,7 +178,8 @@ def test_checks_every_rank_to_every_other(
 def test_check_description_names_ranks_and_ports() -> None:
     check = fabric_plan("ring", sim_hosts(4))["sim4-head"].checks[1]
     assert check.describe() == (
-        "rank 0 (sim4-head) -> rank 2 (sim4-worker2, 10.99.4.3) on enp1s0f1np1 via sim4-worker1 (10.99.4.2)"
+        "rank 0 (sim4-head) -> rank 2 (sim4-worker2, 10.99.4.3) on enp1s0f1np1 -> enp1s0f0np0 "
+        "via sim4-worker1 (10.99.4.2)"
     )
     data = fabric_plan("ring", sim_hosts(4))["sim4-head"].as_dict()
     assert data["ping_payload"] == 8972
@@ -266,6 +272,7 @@ Name=enp1s0f1np1
 
 [Link]
 MTUBytes=9000
+RequiredForOnline=no
 
 [Network]
 ConfigureWithoutCarrier=yes
@@ -289,6 +296,7 @@ Name=enp1s0f1np1
 
 [Link]
 MTUBytes=9000
+RequiredForOnline=no
 
 [Network]
 ConfigureWithoutCarrier=yes
@@ -539,3 +547,82 @@ def test_ranks_read_as_the_plan_reads_them() -> None:
     plan = fabric_plan("triangle", hosts)
     assert sorted(p.rank for p in plan.values()) == [0, 1, 2]
     assert any("not a rank" in p for p in problems("triangle", [FabricHost("a", "one", "10.99.3.1"), *hosts[1:]]))
+
+
+def test_checks_name_the_far_port_on_cables_and_on_the_switch() -> None:
+    ring = fabric_plan("ring", sim_hosts(4))["sim4-head"]
+    assert [(c.destination_host, c.interface, c.peer_interface) for c in ring.checks] == [
+        ("sim4-worker1", PORT1, PORT0),
+        ("sim4-worker2", PORT1, PORT0),
+        ("sim4-worker3", PORT0, PORT1),
+    ]
+    switch = fabric_plan("switch", sim_hosts(8))["sim8-worker3"]
+    assert {c.peer_interface for c in switch.checks} == {PORT1}
+    assert "on enp1s0f1np1 -> enp1s0f1np1 direct" in switch.checks[0].describe()
+
+
+RING_HEAD_PORT1 = """    enp1s0f1np1:
+      mtu: 9000
+      ignore-carrier: true
+      optional: true
+      link-local: []
+      addresses:
+        - "10.99.4.1/32"
+      routes:
+        - to: "10.99.4.2/32"
+          scope: link
+        - to: "10.99.4.3/32"
+          via: "10.99.4.2"
+          on-link: true
+"""
+
+
+def test_netplan_says_what_networkd_says() -> None:
+    ring = fabric_plan("ring", sim_hosts(4))["sim4-head"]
+    text = render_netplan(ring)
+    assert text.splitlines()[:5] == [
+        "# Managed by dgxspark.cluster (fabric): sim4-head rank 0.",
+        "network:",
+        "  version: 2",
+        "  renderer: networkd",
+        "  ethernets:",
+    ]
+    # rank 0 of a 4-ring: worker3 on port 0 and worker1 on port 1 as on-link peers, worker2 via worker1
+    assert RING_HEAD_PORT1 in text
+    assert '        - to: "10.99.4.4/32"\n          scope: link\n' in text
+    switch = render_netplan(fabric_plan("switch", sim_hosts(8))["sim8-head"])
+    assert '"10.99.8.1/24"' in switch and "routes:" not in switch
+
+
+def test_sysctls_loose_rp_filter_everywhere_and_forwarding_only_where_needed() -> None:
+    ring = fabric_plan("ring", sim_hosts(4))
+    assert sysctls(ring["sim4-head"]) == {
+        "net.ipv4.conf.enp1s0f0np0.rp_filter": "2",
+        "net.ipv4.conf.enp1s0f1np1.rp_filter": "2",
+        "net.ipv4.ip_forward": "1",
+    }
+    triangle = fabric_plan("triangle", sim_hosts(3))["sim3-head"]
+    assert "net.ipv4.ip_forward" not in sysctls(triangle)
+    assert render_sysctl(triangle) == (
+        "# Managed by dgxspark.cluster (fabric): sim3-head rank 0.\n"
+        "net.ipv4.conf.enp1s0f0np0.rp_filter = 2\n"
+        "net.ipv4.conf.enp1s0f1np1.rp_filter = 2\n"
+    )
+
+
+def test_shape_settings_and_a_hosts_share() -> None:
+    shape = {"nodes": 3, "fabric": {"transport": "oneshot-direct", "nccl_net": "Socket", "link_speed_mbps": 10000}}
+    assert shape_settings(shape) == {
+        "transport": "oneshot-direct",
+        "topology": "triangle",
+        "mtu": 9000,
+        "link_speed_mbps": 10000,
+        "nccl_net": "Socket",
+        "nodes": 3,
+    }
+    assert shape_settings({"nodes": 8, "fabric": {"transport": "switch"}})["link_speed_mbps"] == 200000
+    share = host_share(fabric_plan("triangle", sim_hosts(3)), "sim3-worker1")
+    assert share["interfaces"] == [PORT0, PORT1]
+    assert sorted(share["networkd"]) == [f"10-dgxspark-fabric-{PORT0}.network", f"10-dgxspark-fabric-{PORT1}.network"]
+    assert share["fabric"]["address"] == "10.99.3.2" and share["fabric"]["ping_payload"] == 8972
+    assert share["fabric"]["checks"][0]["description"].startswith("rank 1 (sim3-worker1) -> rank 0 (sim3-head")

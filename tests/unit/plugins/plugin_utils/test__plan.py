@@ -205,3 +205,26 @@ def test_container_name_can_be_set(spark3: dict[str, Any]) -> None:
     plan = build_plan(validate_profile(edited(spark3, {"container/name": "dsv41_canary"})), None, cluster(3))
     assert plan["container_name"] == "dsv41_canary"
     assert all(r["argv"][4] == "dsv41_canary" for r in plan["ranks"])
+
+
+def test_the_fabric_roles_discoveries_fill_what_the_profile_leaves_open() -> None:
+    found = {"hca": ["rocep1s0f0", "rocep1s0f1"], "socket_ifname": "=enp1s0f0np0,enp1s0f1np1", "gid_index": 3}
+    hosts, _both = hosts_from_inventory(
+        {
+            "spark-head": {"dgxspark_rank": 0, "dgxspark_fabric_address": "198.51.100.10", "fabric_nccl": found},
+            "spark-w1": {"dgxspark_rank": 1, "dgxspark_fabric_address": "198.51.100.11"},
+            "spark-w2": {"dgxspark_rank": 2, "dgxspark_fabric_address": "198.51.100.12", "fabric_nccl": "bogus"},
+        },
+        {"dgxspark_head": ["spark-head"], "dgxspark_workers": ["spark-w1", "spark-w2"]},
+    )
+    data = json.loads(SPARK3.read_text())
+    data["shapes"]["tp3-triangle"]["fabric"].pop("hca", None)
+    data["shapes"]["tp3-triangle"]["fabric"].pop("gid_index", None)
+    data["shapes"]["tp3-triangle"]["fabric"]["socket_ifname"] = "=enp1s0f1np1"
+    ranks = build_plan(validate_profile(data), "tp3-triangle", hosts)["ranks"]
+    head = ranks[0]["environment"]
+    assert head["NCCL_IB_HCA"] == "=rocep1s0f0,rocep1s0f1" and head["NCCL_IB_GID_INDEX"] == "3"
+    # the profile names the socket interface: it wins over what was found
+    assert head["NCCL_SOCKET_IFNAME"] == "=enp1s0f1np1"
+    # a host the fabric role did not reach (or with a value that is not its result) gets the profile's own
+    assert "NCCL_IB_HCA" not in ranks[1]["environment"] and "NCCL_IB_HCA" not in ranks[2]["environment"]

@@ -1,0 +1,82 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin: one host's fabric plan (addresses, routes, files, checks), on the controller only."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
+    DEFAULT_PREFIX,
+    fabric_hosts_from_inventory,
+    fabric_plan,
+    host_share,
+    shape_settings,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import HEAD_GROUP, WORKERS_GROUP
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
+
+ARGUMENT_SPEC = {
+    "src": {"type": "path", "required": True},
+    "shape": {"type": "str"},
+    "host": {"type": "str"},
+    "topology": {"type": "str", "choices": ["triangle", "ring", "switch"]},
+    "mtu": {"type": "int"},
+    "prefix": {"type": "int", "default": DEFAULT_PREFIX},
+    "link_speed_mbps": {"type": "int"},
+    "head_group": {"type": "str", "default": HEAD_GROUP},
+    "workers_group": {"type": "str", "default": WORKERS_GROUP},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        result["changed"] = False
+        host = args["host"] or task_vars.get("inventory_hostname")
+        groups = task_vars.get("groups", {})
+        names = list(dict.fromkeys([*groups.get(args["head_group"], []), *groups.get(args["workers_group"], [])]))
+        if host not in names:
+            result.update(failed=True, msg=f"{host} is in neither {args['head_group']} nor {args['workers_group']}")
+            return result
+        src = args["src"] if os.path.isabs(args["src"]) else os.path.abspath(args["src"])
+        try:
+            profile = load_profile(src)
+            shape = select_shape(profile, args["shape"])
+            settings = shape_settings(profile.data["shapes"][shape])
+            for key in ("topology", "mtu", "link_speed_mbps"):
+                if args[key] is not None:
+                    settings[key] = args[key]
+            settings.update(shape=shape, hosts=len(names), prefix=args["prefix"])
+            hosts = fabric_hosts_from_inventory(task_vars.get("hostvars", {}), names)
+            plan = fabric_plan(settings["topology"], hosts, settings["mtu"], args["prefix"])
+        except ProfileError as exc:
+            result.update(
+                failed=True,
+                msg=format_problems(
+                    exc.problems, f"the fabric plan has {len(exc.problems)} problem(s); nothing was touched:"
+                ),
+                problems=[p.as_dict() for p in exc.problems],
+            )
+            return result
+        share = host_share(plan, host)
+        result.update(share, settings=settings, src=src)
+        fabric = share["fabric"]
+        ports = ", ".join(share["interfaces"])
+        result["msg"] = (
+            f"{host} rank {fabric['rank']}: {fabric['address']} on {ports}, MTU {fabric['mtu']}, "
+            f"{settings['topology']} of {len(names)}; {len(fabric['routes'])} route(s), "
+            f"{len(fabric['checks'])} peer check(s)"
+        )
+        return result
