@@ -1,8 +1,12 @@
 # Benchmarks on the simulated clusters. Included by the Makefile (`-include mk/*.mk`).
 #
 #   make bench-node-facts   tools/bench_node_facts.py: node_facts against ping on sim3 and sim8
+#   make bench-memguard     tools/bench_memguard.py: the memory guard's CPU, memory and trip latency
 
-.PHONY: bench-node-facts
+.PHONY: bench-node-facts bench-memguard
 
 bench-node-facts: venv ## tools/bench_node_facts.py: node_facts vs ping wall time on sim3 and sim8 (--up)
 	$(VENV)/bin/python tools/bench_node_facts.py --up
+
+bench-memguard: venv ## tools/bench_memguard.py: memory guard CPU per sample, share of a core, RSS, trip latency
+	$(VENV)/bin/python tools/bench_memguard.py

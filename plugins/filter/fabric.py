@@ -7,9 +7,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import verify_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl_tests import (
+    DEFAULT_FLOOR_GBPS,
+    bandwidth_verdict,
+    parse_nccl_tests,
+)
+
+
+def nccl_tests_verdict(
+    text: str, floor_gbps: float = DEFAULT_FLOOR_GBPS, min_bytes: int | None = None
+) -> dict[str, Any]:
+    """nccl-tests output -> its peak and average bus bandwidth against a floor (with the parsed run)."""
+    try:
+        parsed = parse_nccl_tests(str(text))
+        return {**bandwidth_verdict(parsed, floor_gbps, min_bytes), "run": parsed}
+    except ValueError as error:
+        raise AnsibleFilterError(f"dgxspark.cluster.nccl_tests_verdict: {error}") from None
 
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"fabric_report": verify_report}
+        return {"fabric_report": verify_report, "nccl_tests_verdict": nccl_tests_verdict}

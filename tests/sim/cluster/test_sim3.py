@@ -134,7 +134,8 @@ def test_engine_image_in_every_inner_dockerd(sim3):
 def node_state(host: str) -> dict:
     """What the kernel and fabric roles may change on a node: files, networkd, addresses, MTUs, sysctls."""
     script = (
-        "ls /etc/systemd/network /etc/sysctl.d /etc/default/grub.d 2>/dev/null; "
+        "ls /etc/systemd/network /etc/sysctl.d /etc/default/grub.d /etc/dgxspark-memguard /usr/local/lib "
+        "/etc/systemd/system 2>/dev/null; systemctl is-active dgxspark-memguard; "
         "systemctl is-active systemd-networkd; systemctl is-enabled systemd-networkd; "
         "cat /proc/sys/net/ipv4/conf/enp1s0f0np0/rp_filter /proc/sys/net/ipv4/conf/enp1s0f1np1/rp_filter"
     )
@@ -184,6 +185,7 @@ def test_demo_playbook_on_sim3(sim3):
     assert "PASS  sim3-head  ulimit:nofile  expected >= 20000, found 20000 (dockerd" in proc.stdout, proc.stdout
     for rank, node in enumerate(sim3["nodes"]):
         assert f"PASS  rank {rank} {node['host']}: 10.99.3.{rank + 1} on enp1s0f0np0, enp1s0f1np1" in proc.stdout
+    assert proc.stdout.count("memory guard: phase idle, not tripped") == 3, proc.stdout
 
 
 def test_cut_and_mend_a_cable(sim3):

@@ -1,0 +1,58 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fabric role's filters: the report across ranks, and the NCCL bandwidth verdict."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.cluster.plugins.filter.fabric import FilterModule
+
+FILTERS = FilterModule().filters()
+NCCL = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests"
+
+
+def result(rank: int, failures: list[str], notices: list[str] | None = None) -> dict:
+    return {
+        "rank": rank,
+        "address": f"10.99.3.{rank + 1}",
+        "failures": failures,
+        "notices": notices or [],
+        "links": {"enp1s0f0np0": {"speed_mbps": 10000, "mtu": 9000}, "enp1s0f1np1": {"speed_mbps": 10000, "mtu": 9000}},
+        "pings": [
+            {"ok": True, "payload": 8972, "rtt_avg_ms": 0.05, "sent": 3, "received": 3},
+            {"ok": True, "payload": 8972, "rtt_avg_ms": 0.07, "sent": 3, "received": 3},
+        ],
+    }
+
+
+def test_fabric_report_orders_by_rank_and_names_every_problem() -> None:
+    lines = FILTERS["fabric_report"](
+        {
+            "sim3-worker1": result(1, ["rank 1 (sim3-worker1) -> rank 0 ...: no reply"], ["a doubt"]),
+            "sim3-head": result(0, []),
+            "sim3-worker2": {"skipped": True, "msg": "host failed earlier"},
+        }
+    )
+    assert lines == [
+        "PASS  rank 0 sim3-head: 10.99.3.1 on enp1s0f0np0, enp1s0f1np1: carrier, 10000 Mb/s, MTU 9000; "
+        "2/2 peers answer 8972-byte do-not-fragment pings (avg 0.060 ms)",
+        "FAIL  rank 1 sim3-worker1: rank 1 (sim3-worker1) -> rank 0 ...: no reply",
+        "WARN  rank 1 sim3-worker1: a doubt",
+        "SKIP  sim3-worker2: not verified (host failed earlier)",
+    ]
+
+
+def test_nccl_tests_verdict_on_real_spark_runs() -> None:
+    degraded = next(NCCL.glob("*koyoimai-direct-degraded*"))
+    verdict = FILTERS["nccl_tests_verdict"](degraded.read_text())
+    assert verdict["status"] == "FAIL"
+    assert verdict["message"].startswith("peak bus bandwidth 22.6 Gb/s (2.83 GB/s at 2 GiB) < floor 175 Gb/s")
+    good = next(NCCL.glob("*trevor-dell-promax*"))
+    assert FILTERS["nccl_tests_verdict"](good.read_text())["status"] == "PASS"
+    assert FILTERS["nccl_tests_verdict"](good.read_text(), floor_gbps=190)["status"] == "FAIL"
+    with pytest.raises(AnsibleFilterError, match="nccl_tests_verdict: not nccl-tests output"):
+        FILTERS["nccl_tests_verdict"]("hello")
