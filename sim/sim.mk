@@ -59,7 +59,7 @@ sim-bench: venv sim-docker ## tools/bench_sim.py: image build, cluster start and
 # runs on sim3 (triangle) and on sim8 (switch); a scenario that no cluster lists fails the target, so none
 # is skipped by accident.
 MOLECULE_CLUSTERS ?= sim3 sim8
-MOLECULE_SCENARIOS_sim3 ?= sim_smoke fabric fabric_cut kernel kernel_mismatch memguard memguard_hog
+MOLECULE_SCENARIOS_sim3 ?= sim_smoke fabric fabric_cut kernel kernel_mismatch memguard memguard_hog vllm_container
 MOLECULE_SCENARIOS_sim8 ?= fabric kernel
 MOLECULE_ALL_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml))))
 ifeq ($(SIM_IN_TEST),1)

@@ -9,6 +9,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._fabric_verify import nccl_names
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import verify_report
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl_tests import (
     DEFAULT_FLOOR_GBPS,
@@ -28,6 +29,20 @@ def nccl_tests_verdict(
         raise AnsibleFilterError(f"dgxspark.cluster.nccl_tests_verdict: {error}") from None
 
 
+def fabric_nccl_names(node: Any, fabric: Any) -> dict[str, Any]:
+    """What a node offers NCCL on its planned ports, from its node_facts (the fabric role's own rule)."""
+    try:
+        return nccl_names(str(fabric["host"]), list(fabric["interfaces"]), node)[0]
+    except (KeyError, TypeError) as error:
+        raise AnsibleFilterError(
+            f"dgxspark.cluster.fabric_nccl_names: needs node_facts with fabric and rdma, and a fabric plan: {error}"
+        ) from None
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"fabric_report": verify_report, "nccl_tests_verdict": nccl_tests_verdict}
+        return {
+            "fabric_report": verify_report,
+            "nccl_tests_verdict": nccl_tests_verdict,
+            "fabric_nccl_names": fabric_nccl_names,
+        }

@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api, _container
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
 
 
@@ -34,4 +34,5 @@ class FilterModule:
             "container_ulimits": _checked(_api.container_ulimits),
             "rank_argv": _checked(_api.rank_argv),
             "memory_budget": _checked(_api.memory_budget),
+            "docker_container_params": _checked(_container.docker_container_params),
         }

@@ -84,6 +84,15 @@ class DockerEngine:
             raise DockerEngineError(f"GET {url}: the engine's answer is not JSON: {body[:120]!r}") from None
         return response.status, data
 
+    def get_raw(self, url: str) -> tuple[int, bytes]:
+        """GET ``url`` for a body that is not JSON (container logs)."""
+        try:
+            self._connection.request("GET", url)
+            response = self._connection.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as error:
+            raise DockerEngineError(f"GET {url} on {self.path} failed: {error}") from None
+
     def get_ok(self, url: str) -> Any:
         status, data = self.get(url)
         if status != 200:
@@ -251,3 +260,17 @@ def docker_facts(engine: DockerEngine, container_name: str | None) -> dict[str, 
     finally:
         engine.close()
     return facts
+
+
+def demultiplex_logs(body: bytes) -> str:
+    """Container logs as the engine sends them: frames of an 8-byte header (stream, 0, 0, 0, size) and the
+    payload when the container has no TTY; the bare text otherwise."""
+    if len(body) < 8 or body[0] not in (0, 1, 2) or body[1:4] != b"\x00\x00\x00":
+        return body.decode("utf-8", "replace")
+    out = bytearray()
+    at = 0
+    while at + 8 <= len(body):
+        size = int.from_bytes(body[at + 4 : at + 8], "big")
+        out += body[at + 8 : at + 8 + size]
+        at += 8 + size
+    return out.decode("utf-8", "replace")

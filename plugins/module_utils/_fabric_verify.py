@@ -154,6 +154,59 @@ def _cidr(address: str) -> tuple[str, int]:
     return local, int(prefix or 32)
 
 
+def nccl_names(
+    host: str, interfaces: list[dict[str, Any]], node: dict[str, Any], require_rdma: bool = False
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """What a node offers NCCL on its planned fabric ports (RDMA devices, the ports, the common RoCE v2
+    IPv4 GID index for the host's address), from node_facts' ``fabric`` and ``rdma`` sections; and what
+    is wrong with its RoCE setup. Pure: the preflight calls it on the controller with the same facts."""
+    failures: list[str] = []
+    warnings: list[str] = []
+    facts = node["fabric"]["interfaces"]
+    rdma = node["rdma"]
+    names = [interface["name"] for interface in interfaces]
+    hcas: list[str] = []
+    indexes: dict[str, set[int]] = {}
+    for interface in interfaces:
+        name = interface["name"]
+        device = facts.get(name, {}).get("rdma_device")
+        local, _prefix = _cidr(interface["address"])
+        if device is None:
+            if require_rdma:
+                failures.append(
+                    f"{host} {name}: no RDMA device ({rdma.get('error') or 'none maps to this port'}); "
+                    "fabric.nccl_net IB needs RoCE on every fabric port"
+                )
+            continue
+        hcas.append(device)
+        found = {
+            entry["index"]
+            for entry in rdma["roce_v2_ipv4"]
+            if entry["netdev"] == name and entry["device"] == device and entry["ipv4"] == local
+        }
+        if found:
+            indexes[device] = found
+        elif require_rdma:
+            failures.append(
+                f"{host} {name} ({device}): no RoCE v2 GID for {local} "
+                "(the address is missing, or the port is not RoCE v2: see show_gids)"
+            )
+    common = set.intersection(*indexes.values()) if indexes else set()
+    if indexes and not common:
+        message = f"{host}: the RoCE v2 IPv4 GID index differs between devices: " + ", ".join(
+            f"{device} {sorted(found)}" for device, found in sorted(indexes.items())
+        )
+        (failures if require_rdma else warnings).append(
+            message + "; NCCL_IB_GID_INDEX takes one value: set fabric.gid_index per host in dgxspark_overrides"
+        )
+    nccl = {
+        "hca": sorted(set(hcas)),
+        "socket_ifname": "=" + ",".join(names) if names else None,
+        "gid_index": min(common) if common else None,
+    }
+    return nccl, failures, warnings
+
+
 class Verifier:
     def __init__(
         self,
@@ -264,51 +317,7 @@ class Verifier:
 
     def rdma(self, state: LiveState) -> tuple[dict[str, Any], list[str], list[str]]:
         """The NCCL names for this node, and what is wrong with its RoCE setup."""
-        failures: list[str] = []
-        warnings: list[str] = []
-        facts = state.node["fabric"]["interfaces"]
-        rdma = state.node["rdma"]
-        names = [interface["name"] for interface in self.plan.interfaces]
-        hcas: list[str] = []
-        indexes: dict[str, set[int]] = {}
-        for interface in self.plan.interfaces:
-            name = interface["name"]
-            device = facts.get(name, {}).get("rdma_device")
-            local, _prefix = _cidr(interface["address"])
-            if device is None:
-                if self.settings.require_rdma:
-                    failures.append(
-                        f"{self.plan.host} {name}: no RDMA device ({rdma.get('error') or 'none maps to this port'}); "
-                        "fabric.nccl_net IB needs RoCE on every fabric port"
-                    )
-                continue
-            hcas.append(device)
-            found = {
-                entry["index"]
-                for entry in rdma["roce_v2_ipv4"]
-                if entry["netdev"] == name and entry["device"] == device and entry["ipv4"] == local
-            }
-            if found:
-                indexes[device] = found
-            elif self.settings.require_rdma:
-                failures.append(
-                    f"{self.plan.host} {name} ({device}): no RoCE v2 GID for {local} "
-                    "(the address is missing, or the port is not RoCE v2: see show_gids)"
-                )
-        common = set.intersection(*indexes.values()) if indexes else set()
-        if indexes and not common:
-            message = f"{self.plan.host}: the RoCE v2 IPv4 GID index differs between devices: " + ", ".join(
-                f"{device} {sorted(found)}" for device, found in sorted(indexes.items())
-            )
-            (failures if self.settings.require_rdma else warnings).append(
-                message + "; NCCL_IB_GID_INDEX takes one value: set fabric.gid_index per host in dgxspark_overrides"
-            )
-        nccl = {
-            "hca": sorted(set(hcas)),
-            "socket_ifname": "=" + ",".join(names) if names else None,
-            "gid_index": min(common) if common else None,
-        }
-        return nccl, failures, warnings
+        return nccl_names(self.plan.host, self.plan.interfaces, state.node, self.settings.require_rdma)
 
     # ---------------------------------------------------------------- pings
     def ping(self, check: dict[str, Any]) -> dict[str, Any]:

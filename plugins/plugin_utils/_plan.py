@@ -95,6 +95,11 @@ class RankPlan:
     labels: dict[str, str]
     spec_sha256: str
     agreement: dict[str, Any] = field(default_factory=dict)
+    docker_run_args: list[str] = field(default_factory=list)
+    """The profile's ``docker run`` options for this rank (what ``argv`` holds between the labels and the env)."""
+    entrypoint: str = ""
+    command: list[str] = field(default_factory=list)
+    """The engine's argv after the entrypoint (``vllm serve ...``)."""
 
 
 def hosts_from_inventory(
@@ -367,6 +372,9 @@ def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr:
         spec_sha,
     )
     plan.agreement = _agreement_view(plan, command, container)
+    plan.docker_run_args = list(args.args)
+    plan.entrypoint = container["entrypoint"][0]
+    plan.command = list(command)
     return plan
 
 

@@ -141,6 +141,7 @@ def node_state(host: str) -> dict:
     )
     return {
         "files_and_units": node_sh(host, script, check=False).stdout,
+        "containers": node_sh(host, "docker ps -a --format '{{.Names}} {{.Status}}'").stdout,
         "addresses": node_addresses(host),
         "mtu": {name: link["mtu"] for name, link in node_links(host).items()},
     }
@@ -160,6 +161,29 @@ def test_prepare_check_mode_changes_nothing(sim3):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "+Address=10.99.3.1/32" in proc.stdout  # the diff of a networkd file it would write
     assert "check mode: the ports are not configured yet" in proc.stdout
+    after = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
+    assert after == before
+
+
+def playbook(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [ansible_bin("ansible-playbook"), *args, "-i", "inventories/sim3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_boot_check_mode_changes_nothing(sim3):
+    """`boot.yml --check` on fresh nodes: the preflight runs for real, the report says what a boot would
+    change, and no node changes (files, units, addresses, containers)."""
+    before = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
+    proc = playbook("playbooks/boot.yml", "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS  previous-container  sim3-head     no container named vllm_dsv41" in proc.stdout
+    assert "would switch the memory guard to startup" in proc.stdout
     after = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
     assert after == before
 
@@ -217,6 +241,32 @@ def test_cut_and_mend_a_cable(sim3):
         mended = simctl("mend", "sim3", "sim3-worker1", "enp1s0f0np0")
     assert mended.returncode == 0 and "passes traffic again" in mended.stdout
     assert ping() == 0
+
+
+def test_boot_reboot_and_stop(sim3):
+    """boot.yml serves (progress shown, a smoke completion), a second boot changes nothing, stop.yml
+    stops every rank and confirms nothing serves."""
+    first = playbook("playbooks/boot.yml")
+    assert first.returncode == 0, first.stdout[-6000:] + first.stderr
+    assert "rank container vllm_dsv41: loading" in first.stdout  # the wait's progress lines
+    assert "smoke completion: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in first.stdout
+    for node in sim3["nodes"]:
+        running = node_sh(node["host"], "docker inspect -f '{{.State.Running}}' vllm_dsv41").stdout.strip()
+        assert running == "true", node["host"]
+    second = playbook("playbooks/boot.yml")
+    assert second.returncode == 0, second.stdout[-6000:] + second.stderr
+    recap = second.stdout[second.stdout.rindex("PLAY RECAP") :]
+    for node in sim3["nodes"]:
+        assert f"{node['host']}" in recap
+    assert recap.count("changed=0") == 3, recap
+    assert "already runs exactly as planned: left alone" in " ".join(second.stdout.split())
+    stop = playbook("playbooks/stop.yml")
+    assert stop.returncode == 0, stop.stdout[-6000:] + stop.stderr
+    assert "rank 0 (sim3-head): exited" in stop.stdout
+    for node in sim3["nodes"]:
+        running = node_sh(node["host"], "docker inspect -f '{{.State.Running}}' vllm_dsv41").stdout.strip()
+        assert running == "false", node["host"]
+    assert node_sh("sim3-head", "cat /run/dgxspark-memguard/state.json").stdout.count('"phase": "idle"') == 1
 
 
 def test_down_leaves_nothing(sim3):

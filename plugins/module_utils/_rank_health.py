@@ -1,0 +1,89 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One look at a rank: its container (running, exit code), its API (health, models) and its last log lines.
+
+No Ansible imports. The container is asked over the Docker engine's socket; the API over HTTP on the
+node itself (the head serves it). Nothing is changed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import (
+    DockerEngine,
+    DockerEngineError,
+    demultiplex_logs,
+)
+
+
+def http_get(url: str, timeout: float) -> tuple[int | None, str, str | None]:
+    """(status, body, error): a refused or timed-out connection is an error, not an exception."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+    try:
+        connection.request("GET", parts.path or "/")
+        response = connection.getresponse()
+        return response.status, response.read().decode("utf-8", "replace"), None
+    except (OSError, http.client.HTTPException) as error:
+        return None, "", str(error) or type(error).__name__
+    finally:
+        connection.close()
+
+
+def rank_health(
+    engine: DockerEngine, container: str, api: str | None, log_lines: int = 1, timeout: float = 5.0
+) -> dict[str, Any]:
+    """The rank's container state, last log lines and (with ``api``, the head's base URL) health and models."""
+    started = time.monotonic()
+    result: dict[str, Any] = {
+        "container": container,
+        "exists": False,
+        "running": False,
+        "status": None,
+        "exit_code": None,
+        "oom_killed": None,
+        "log_tail": [],
+        "healthy": None,
+        "models": None,
+        "error": None,
+    }
+    name = quote(container, safe="")
+    try:
+        status, data = engine.get(f"/containers/{name}/json")
+        if status == 404:
+            result["status"] = "absent"
+        elif status != 200 or not isinstance(data, dict):
+            result["error"] = f"the Docker engine answered HTTP {status} for {container}"
+        else:
+            state = data.get("State") or {}
+            result.update(
+                exists=True,
+                running=bool(state.get("Running")),
+                status=state.get("Status"),
+                exit_code=state.get("ExitCode"),
+                oom_killed=state.get("OOMKilled"),
+            )
+            code, body = engine.get_raw(f"/containers/{name}/logs?stdout=1&stderr=1&tail={int(log_lines)}")
+            if code == 200:
+                result["log_tail"] = [line for line in demultiplex_logs(body).splitlines() if line.strip()]
+    except DockerEngineError as error:
+        result["error"] = str(error)
+    if api and result["running"]:
+        base = api.rstrip("/")
+        code, _body, error = http_get(f"{base}/health", timeout)
+        result["healthy"] = code == 200
+        result["health_error"] = error or (None if code == 200 else f"HTTP {code}")
+        if code == 200:
+            code, body, error = http_get(f"{base}/v1/models", timeout)
+            if code == 200:
+                try:
+                    result["models"] = [m.get("id") for m in json.loads(body).get("data", [])]
+                except (ValueError, AttributeError):
+                    result["models"] = None
+    result["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
+    return result

@@ -1,0 +1,134 @@
+#!/usr/bin/python
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One look at a serving rank (logic in module_utils/_rank_health.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rank_health
+short_description: Look once at a serving rank - its container, its last log lines and, on the head, its API
+version_added: 0.1.0
+description:
+  - Asks the node's Docker engine (over its socket) for the rank's container state (running, status, exit code,
+    OOM kill) and its last log lines, and, when O(api) is given (the head), the engine's C(/health) and
+    C(/v1/models) on the node itself.
+  - Read-only; C(dgxspark.cluster.wait_serving) calls it while a boot waits, and a failed boot uses it for the
+    failing rank's log tail.
+author:
+  - dgxspark.cluster maintainers (@dgxspark)
+options:
+  container:
+    description: The rank's container name.
+    type: str
+    required: true
+  api:
+    description: The rank's API base URL on the node, such as V(http://127.0.0.1:8000) (the head only).
+    type: str
+  log_lines:
+    description: How many of the container's last log lines to return.
+    type: int
+    default: 1
+  timeout:
+    description: Seconds each request may take.
+    type: float
+    default: 5
+  docker_host:
+    description: The Docker engine's socket URL.
+    type: str
+    default: unix:///var/run/docker.sock
+attributes:
+  check_mode:
+    support: full
+    description: Read-only.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+  platform:
+    support: full
+    platforms: posix
+    description: A node with a Docker engine.
+"""
+
+EXAMPLES = r"""
+- name: Look at the head
+  dgxspark.cluster.rank_health:
+    container: vllm_dsv41
+    api: http://127.0.0.1:8000
+    log_lines: 20
+"""
+
+RETURN = r"""
+exists:
+  description: The container exists.
+  returned: always
+  type: bool
+running:
+  description: The container runs.
+  returned: always
+  type: bool
+status:
+  description: The container's status (running, exited, ...), C(absent) when there is none.
+  returned: always
+  type: str
+exit_code:
+  description: Its exit code (after it exited).
+  returned: always
+  type: int
+oom_killed:
+  description: The kernel's OOM killer ended it.
+  returned: always
+  type: bool
+log_tail:
+  description: Its last log lines.
+  returned: always
+  type: list
+  elements: str
+healthy:
+  description: C(/health) answered 200 (null without O(api) or when the container does not run).
+  returned: always
+  type: bool
+models:
+  description: The model IDs C(/v1/models) lists (null until healthy).
+  returned: always
+  type: list
+  elements: str
+error:
+  description: Why the engine could not be asked.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "container": {"type": "str", "required": True},
+            "api": {"type": "str"},
+            "log_lines": {"type": "int", "default": 1},
+            "timeout": {"type": "float", "default": 5},
+            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        path = socket_path(params["docker_host"])
+    except ValueError as error:
+        module.fail_json(msg=str(error))
+    engine = DockerEngine(path, params["timeout"])
+    try:
+        result = rank_health(engine, params["container"], params["api"], params["log_lines"], params["timeout"])
+    finally:
+        engine.close()
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

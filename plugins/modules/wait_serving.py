@@ -1,0 +1,86 @@
+#!/usr/bin/python
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the wait_serving action plugin."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: wait_serving
+short_description: Wait for the head rank to serve, with progress, and stop waiting when it is gone
+version_added: 0.1.0
+description:
+  - Looks at the head every O(interval) seconds with M(dgxspark.cluster.rank_health) and prints a line each time -
+    elapsed seconds, the phase (loading, healthy, exited with its code) and the rank's last log line.
+  - Succeeds once C(/health) answers and C(/v1/models) lists the model. Fails at once when the head's container
+    no longer runs (a worker that dies makes the head exit - NCCL, the rendezvous), or after O(timeout), with the
+    rank's last O(log_lines) log lines in RV(log_tail). Never restarts anything.
+author:
+  - dgxspark.cluster maintainers (@dgxspark)
+options:
+  container:
+    description: The head's container name.
+    type: str
+    required: true
+  api:
+    description: The head's API base URL on the head itself, such as V(http://127.0.0.1:8000).
+    type: str
+    required: true
+  timeout:
+    description: Seconds to wait in all.
+    type: int
+    default: 900
+  interval:
+    description: Seconds between two looks.
+    type: float
+    default: 5
+  log_lines:
+    description: Log lines returned when it fails.
+    type: int
+    default: 20
+attributes:
+  check_mode:
+    support: none
+    description: It waits for a boot; a check run has nothing to wait for.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+  platform:
+    support: full
+    platforms: posix
+    description: The head node, with a Docker engine.
+"""
+
+EXAMPLES = r"""
+- name: Wait for the head to serve
+  dgxspark.cluster.wait_serving:
+    container: vllm_dsv41
+    api: http://127.0.0.1:8000
+    timeout: 900
+"""
+
+RETURN = r"""
+healthy:
+  description: The head serves.
+  returned: always
+  type: bool
+models:
+  description: The model IDs it serves.
+  returned: success
+  type: list
+  elements: str
+seconds:
+  description: Seconds waited.
+  returned: always
+  type: float
+polls:
+  description: Looks taken.
+  returned: always
+  type: int
+log_tail:
+  description: The head's last log lines.
+  returned: failure
+  type: list
+  elements: str
+"""
