@@ -184,6 +184,10 @@ def test_boot_check_mode_changes_nothing(sim3):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS  previous-container  sim3-head     no container named vllm_dsv41" in proc.stdout
     assert "would switch the memory guard to startup" in proc.stdout
+    # the same preflight as a normal, read-only job (for AWX, whose check jobs may skip probes)
+    preflight = playbook("playbooks/preflight.yml")
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    assert "PASS image-id all the same image ID on 3 node(s)" in " ".join(preflight.stdout.split())
     after = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
     assert after == before
 
