@@ -17,6 +17,22 @@ from simcluster import REPO, ansible_bin, node_addresses, node_links, node_sh, s
 PORTS = ("enp1s0f0np0", "enp1s0f1np1")
 
 
+def ansible(command: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``command`` (ansible, ansible-playbook) on the sim3 inventory, from the repository root."""
+    return subprocess.run(
+        [ansible_bin(command), *args, "-i", "inventories/sim3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def playbook(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return ansible("ansible-playbook", *args, timeout=timeout)
+
+
 def test_second_up_verifies_and_returns(sim3):
     proc = simctl("up", "sim3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -25,14 +41,7 @@ def test_second_up_verifies_and_returns(sim3):
 
 
 def test_ansible_ping_over_ssh(sim3):
-    proc = subprocess.run(
-        [ansible_bin("ansible"), "all", "-i", "inventories/sim3", "-m", "ansible.builtin.ping"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = ansible("ansible", "all", "-m", "ansible.builtin.ping", timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for node in sim3["nodes"]:
         assert f"{node['host']} | SUCCESS" in proc.stdout, proc.stdout
@@ -40,14 +49,7 @@ def test_ansible_ping_over_ssh(sim3):
 
 
 def test_inventory_matches_the_cluster(sim3):
-    proc = subprocess.run(
-        [ansible_bin("ansible-inventory"), "-i", "inventories/sim3", "--list"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = ansible("ansible-inventory", "--list", timeout=60)
     assert proc.returncode == 0, proc.stderr
     hostvars = json.loads(proc.stdout)["_meta"]["hostvars"]
     for node in sim3["nodes"]:
@@ -150,30 +152,12 @@ def node_state(host: str) -> dict:
 def test_prepare_check_mode_changes_nothing(sim3):
     """`prepare.yml --check --diff` on fresh nodes: reports what it would change, and changes nothing."""
     before = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
-    proc = subprocess.run(
-        [ansible_bin("ansible-playbook"), "playbooks/prepare.yml", "-i", "inventories/sim3", "--check", "--diff"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = playbook("playbooks/prepare.yml", "--check", "--diff", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "+Address=10.99.3.1/32" in proc.stdout  # the diff of a networkd file it would write
     assert "check mode: the ports are not configured yet" in proc.stdout
     after = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
     assert after == before
-
-
-def playbook(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [ansible_bin("ansible-playbook"), *args, "-i", "inventories/sim3"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_boot_check_mode_changes_nothing(sim3):
@@ -194,14 +178,7 @@ def test_boot_check_mode_changes_nothing(sim3):
 
 def test_demo_playbook_on_sim3(sim3):
     """`make demo`'s playbook: profiles validated, tp3-triangle planned, every node answering with its facts."""
-    proc = subprocess.run(
-        [ansible_bin("ansible-playbook"), "playbooks/demo.yml", "-i", "inventories/sim3"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = playbook("playbooks/demo.yml", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sim8: profile valid (2 shapes)" in proc.stdout
     assert "rank 2 (worker) on" in proc.stdout and "--headless" in proc.stdout
