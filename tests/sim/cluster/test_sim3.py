@@ -143,7 +143,7 @@ def node_state(host: str) -> dict:
     )
     return {
         "files_and_units": node_sh(host, script, check=False).stdout,
-        "containers": node_sh(host, "docker ps -a --format '{{.Names}} {{.Status}}'").stdout,
+        "containers": node_sh(host, "docker ps -a --format '{{.Names}} {{.State}} {{.Image}}'").stdout,
         "addresses": node_addresses(host),
         "mtu": {name: link["mtu"] for name, link in node_links(host).items()},
     }
@@ -228,6 +228,43 @@ def test_cut_and_mend_a_cable(sim3):
         mended = simctl("mend", "sim3", "sim3-worker1", "enp1s0f0np0")
     assert mended.returncode == 0 and "passes traffic again" in mended.stdout
     assert ping() == 0
+
+
+def test_boot_faults_stop_before_anything_changes(sim3, tmp_path):
+    """A per-host override that breaks rank agreement and a bad profile stop the boot on the controller,
+    before any host is contacted; an image missing on one node stops it at the preflight. No node changes."""
+    before = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
+    override = tmp_path / "override.yml"
+    override.write_text("all:\n  hosts:\n    sim3-worker2:\n      dgxspark_overrides: {sizing: {max_num_seqs: 6}}\n")
+    disagree = playbook("playbooks/boot.yml", "-i", str(override))
+    assert disagree.returncode != 0
+    flat = " ".join(disagree.stdout.split())
+    assert "rank agreement" in flat and "sim3-worker2 (rank 2) = 6" in flat, disagree.stdout[-3000:]
+    assert "nothing was touched" in flat
+    assert "TASK [Gather node facts" not in disagree.stdout  # stopped before any host was contacted
+    profile = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())
+    profile["shapes"]["tp3-triangle"]["sizing"]["max_num_seq"] = 4
+    bad = tmp_path / "bad-profile.json"
+    bad.write_text(json.dumps(profile))
+    broken = playbook("playbooks/boot.yml", "-e", f"dgxspark_profile={bad}")
+    assert broken.returncode != 0
+    flat = " ".join(broken.stdout.split())
+    assert "unknown key" in flat and "did you mean 'max_num_seqs'" in flat, broken.stdout[-3000:]
+    assert "TASK [Gather node facts" not in broken.stdout
+    assert {node["host"]: node_state(node["host"]) for node in sim3["nodes"]} == before
+    node_sh("sim3-worker2", "docker tag dgxspark-sim/engine:latest dgxspark-sim/engine:kept")
+    node_sh("sim3-worker2", "docker rmi dgxspark-sim/engine:latest")
+    try:
+        missing = playbook("playbooks/boot.yml")
+    finally:
+        node_sh("sim3-worker2", "docker tag dgxspark-sim/engine:kept dgxspark-sim/engine:latest")
+        node_sh("sim3-worker2", "docker rmi dgxspark-sim/engine:kept")
+    assert missing.returncode != 0
+    flat = " ".join(missing.stdout.split())
+    assert "FAIL image-present sim3-worker2 dgxspark-sim/engine:latest is not on this node" in flat, missing.stdout[
+        -3000:
+    ]
+    assert "nothing was changed" in flat
 
 
 def test_reboot_changes_nothing_stop_then_boot_again(sim3):
