@@ -315,10 +315,6 @@ class Verifier:
                     failures.append(f"{where}: link speed {speed} Mb/s, expected {expected} Mb/s")
         return failures, warnings
 
-    def rdma(self, state: LiveState) -> tuple[dict[str, Any], list[str], list[str]]:
-        """The NCCL names for this node, and what is wrong with its RoCE setup."""
-        return nccl_names(self.plan.host, self.plan.interfaces, state.node, self.settings.require_rdma)
-
     # ---------------------------------------------------------------- pings
     def ping(self, check: dict[str, Any]) -> dict[str, Any]:
         settings = self.settings
@@ -363,7 +359,9 @@ class Verifier:
         failures = list(state.errors)
         link_failures, warnings = self.link_failures(state)
         failures += link_failures
-        nccl, rdma_failures, rdma_warnings = self.rdma(state)
+        nccl, rdma_failures, rdma_warnings = nccl_names(
+            self.plan.host, self.plan.interfaces, state.node, self.settings.require_rdma
+        )
         failures += rdma_failures
         warnings += rdma_warnings
         failures += [f"rank {self.plan.rank} ({self.plan.host}) {item}" for item in drift]

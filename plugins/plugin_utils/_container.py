@@ -45,9 +45,11 @@ def _sysctl(value: str) -> tuple[str, str]:
     return key, setting
 
 
-# option -> (module parameter, how a value is read, whether it repeats into a list)
-_LIST = "list"
+# option -> (module parameter, how it is kept, how its value is read): one value, a list of them (the
+# option repeats), a map (name=value pairs) or a flag (no value).
 _ONE = "one"
+_LIST = "list"
+_MAP = "map"
 _FLAG = "flag"
 MAPPING: dict[str, tuple[str, str, Callable[[str], Any] | None]] = {
     "--network": ("network_mode", _ONE, None),
@@ -69,7 +71,7 @@ MAPPING: dict[str, tuple[str, str, Callable[[str], Any] | None]] = {
     "--cpus": ("cpus", _ONE, float),
     "--volume": ("volumes", _LIST, None),
     "--tmpfs": ("tmpfs", _LIST, None),
-    "--sysctl": ("sysctls", "map", _sysctl),
+    "--sysctl": ("sysctls", _MAP, _sysctl),
     "--user": ("user", _ONE, None),
     "--workdir": ("working_dir", _ONE, None),
     "--hostname": ("hostname", _ONE, None),
@@ -78,7 +80,7 @@ MAPPING: dict[str, tuple[str, str, Callable[[str], Any] | None]] = {
     "--stop-timeout": ("stop_timeout", _ONE, int),
     "--stop-signal": ("stop_signal", _ONE, None),
     "--log-driver": ("log_driver", _ONE, None),
-    "--log-opt": ("log_options", "map", _sysctl),
+    "--log-opt": ("log_options", _MAP, _sysctl),
     "--runtime": ("runtime", _ONE, None),
     "--init": ("init", _FLAG, None),
     "--privileged": ("privileged", _FLAG, None),
@@ -133,7 +135,7 @@ def docker_container_params(rank: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if kind == _LIST:
             params.setdefault(parameter, []).append(value)
-        elif kind == "map":
+        elif kind == _MAP:
             params.setdefault(parameter, {})[value[0]] = value[1]
         else:
             params[parameter] = value

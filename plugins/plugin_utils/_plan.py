@@ -100,6 +100,8 @@ class RankPlan:
     entrypoint: str = ""
     command: list[str] = field(default_factory=list)
     """The engine's argv after the entrypoint (``vllm serve ...``)."""
+    api_port: int | None = None
+    """The port the head serves the OpenAI API on (``--port``); None on a worker (``--headless``)."""
 
 
 def hosts_from_inventory(
@@ -375,6 +377,7 @@ def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr:
     plan.docker_run_args = list(args.args)
     plan.entrypoint = container["entrypoint"][0]
     plan.command = list(command)
+    plan.api_port = int(container["api_port"]) if rank == 0 else None
     return plan
 
 

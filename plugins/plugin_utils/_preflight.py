@@ -148,21 +148,20 @@ def _kernel_lines(host: str, node: Mapping[str, Any], expect: Mapping[str, Any])
         findings = _kernel.kernel_findings(node, expect)
     except Exception as error:  # noqa: BLE001 - a malformed expectation is reported, not raised mid-report
         return [_line("kernel", host, FAIL, f"could not check: {error}")]
-    lines = []
-    for family, wanted in (("kernel", lambda c: not c.startswith(("ulimit", "nr-open"))), ("limits", None)):
-        chosen = [
-            f for f in findings if (wanted(f["check"]) if wanted else f["check"].startswith(("ulimit", "nr-open")))
-        ]
-        failed = [f for f in chosen if f["status"] == FAIL]
-        warned = [f for f in chosen if f["status"] == WARN]
-        if failed:
-            lines.append(_line(family, host, FAIL, "; ".join(f["message"] for f in failed)))
-        elif warned:
-            lines.append(_line(family, host, WARN, "; ".join(f["message"] for f in warned)))
-        else:
-            checked = [f["check"] for f in chosen if f["status"] == PASS]
-            lines.append(_line(family, host, PASS, ", ".join(checked) or "nothing required"))
-    return lines
+    limits = [f for f in findings if f["check"].startswith(("ulimit", "nr-open"))]
+    kernel = [f for f in findings if f not in limits]
+    return [_family(family, host, chosen) for family, chosen in (("kernel", kernel), ("limits", limits))]
+
+
+def _family(family: str, host: str, findings: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """One line for a family of kernel findings: its failures, else its doubts, else what passed."""
+    for status in (FAIL, WARN):
+        bad = [f["message"] for f in findings if f["status"] == status]
+        if bad:
+            return _line(family, host, status, "; ".join(bad))
+    return _line(
+        family, host, PASS, ", ".join(f["check"] for f in findings if f["status"] == PASS) or "nothing required"
+    )
 
 
 def _fabric(host: str, node: Mapping[str, Any]) -> dict[str, str]:

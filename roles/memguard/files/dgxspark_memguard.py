@@ -358,6 +358,8 @@ class Guard:
     def set_phase(self, name: str, now: float) -> dict[str, Any]:
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r}: one of {', '.join(PHASES)}")
+        if name == self.phase:
+            return self.state(now)  # already there: nothing changes, nothing to record
         before = self.phase
         self.phase, self.phase_since = name, now
         if name == "startup":
@@ -596,7 +598,9 @@ class Daemon:
                 command = request.get("command")
                 now = self.clock()
                 if command == "phase":
-                    answer: dict[str, Any] = {"ok": True, "state": self.guard.set_phase(str(request.get("phase")), now)}
+                    before = self.guard.phase
+                    state = self.guard.set_phase(str(request.get("phase")), now)
+                    answer: dict[str, Any] = {"ok": True, "changed": state["phase"] != before, "state": state}
                 elif command == "clear":
                     answer = {"ok": True, "state": self.guard.clear(now)}
                 elif command == "trip":

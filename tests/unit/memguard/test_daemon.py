@@ -537,3 +537,15 @@ def test_a_wall_clock_step_forward_does_not_kill_a_healthy_load(
     write_meminfo(meminfo, HIGH)  # the dip lasted well under a second
     assert wait_for(lambda: guard.state()["low_since"] is None, SLACK)
     assert docker.calls() == [], guard.state()["tripped"]
+
+
+def test_a_phase_switch_says_whether_it_changed_anything(node: Callable, start: Callable) -> None:
+    """One round trip for the role's entry point: the answer says whether the phase changed, and asking
+    for the phase the guard is in already changes and records nothing."""
+    guard = start(node("a"))
+    first = guard.ask({"command": "phase", "phase": "steady"})
+    assert first["ok"] and first["changed"] is True and first["state"]["phase"] == "steady"
+    again = guard.ask({"command": "phase", "phase": "steady"})
+    assert again["ok"] and again["changed"] is False
+    assert again["state"]["phase_since"] == first["state"]["phase_since"]
+    assert [d["reason"] for d in guard.decisions("phase")] == ["idle -> steady"]

@@ -679,3 +679,13 @@ def test_the_record_keeps_a_whole_startup_grace_of_samples(memguard: ModuleType,
     assert trip["time"] == 50.0
     low = [sample for sample in trip["samples"] if sample["low"]]
     assert len(low) == 181 and low[0]["t"] == 5.0  # 45 s at 0.25 s, from the dip's first sample
+
+
+def test_the_phase_it_is_in_already_changes_nothing(memguard: ModuleType, settings: Callable) -> None:
+    rig = Rig(memguard, settings(), mem=lambda t: 2 * GIB if t >= 10 else HIGH)
+    rig.guard.set_phase("steady", 0.0)
+    rig.run(0.0, 20.0)
+    low_since = rig.guard.low_since
+    rig.guard.set_phase("steady", 20.0)  # a dip keeps its start: re-asking does not restart the grace
+    assert rig.guard.low_since == low_since and rig.guard.phase_since == 0.0
+    assert len(rig.decided("phase")) == 1
