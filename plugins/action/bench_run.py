@@ -1,0 +1,286 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin: a whole benchmark - gate, warm-up, the sweep, the needle - with progress, then its files.
+
+Each step runs as ``dgxspark.cluster.bench_load`` on the task's host (the client); the figures, the
+report and the charts are made here on the controller (plugin_utils/_bench.py) and written under
+``results_dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
+
+display = Display()
+
+DEFAULT_GATE = [
+    {"name": "count", "prompt": "Count from 1 to 10.", "expect": r"1\D+2\D+3\D+4\D+5\D+6\D+7\D+8\D+9\D+10"},
+    {"name": "arithmetic", "prompt": "What is 17 + 25? Answer with the number.", "expect": r"\b42\b"},
+]
+
+ARGUMENT_SPEC = {
+    "url": {"type": "str", "required": True},
+    "model": {"type": "str", "required": True},
+    "api": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
+    "api_key": {"type": "str", "no_log": True},
+    "validate_certs": {"type": "bool", "default": True},
+    "levels": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
+    "requests": {"type": "int", "default": 100},
+    "prompt_tokens": {"type": "int", "default": 128},
+    "max_tokens": {"type": "int", "default": 128},
+    "warmup_requests": {"type": "int", "default": 8},
+    "ramp": {"type": "float", "default": 0},
+    "timeout": {"type": "float", "default": 600},
+    "seed": {"type": "int", "default": 0},
+    "extra_body": {"type": "dict"},
+    "gate": {"type": "list", "elements": "dict"},
+    "needle_tokens": {"type": "int", "default": 0},
+    "needle_depth": {"type": "float", "default": 0.5},
+    "slos": {"type": "list", "elements": "dict"},
+    "results_dir": {"type": "path", "required": True},
+    "label": {"type": "str", "default": ""},
+    "identity": {"type": "dict", "default": {}},
+}
+
+# The client's own event loop waking this late (p99) means its timestamps are late too.
+LAG_WARN_MS = 5.0
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        levels = args["levels"]
+        if not levels or any(level < 1 for level in levels) or len(set(levels)) != len(levels):
+            raise AnsibleActionFail(f"levels must be distinct concurrencies of at least 1, got {levels}")
+        levels = sorted(levels)
+        for name in ("requests", "prompt_tokens", "max_tokens"):
+            if args[name] < 1:
+                raise AnsibleActionFail(f"{name} must be at least 1, got {args[name]}")
+        try:
+            slos = _bench.parse_slos(args["slos"])
+        except ValueError as error:
+            raise AnsibleActionFail(f"slos: {error}") from None
+        gate = args["gate"] if args["gate"] is not None else DEFAULT_GATE
+        client = task_vars.get("inventory_hostname", "?")
+        plan = (
+            f"gate ({len(gate)} checks), warm-up ({args['warmup_requests']} requests), concurrency "
+            f"{', '.join(map(str, levels))} x {args['requests']} requests of {args['prompt_tokens']} prompt and "
+            f"{args['max_tokens']} output tokens"
+            + (f", a needle in {args['needle_tokens']} tokens" if args["needle_tokens"] else "")
+            + f", sent from {client} to {args['url']}"
+        )
+        if self._task.check_mode:
+            result.update(changed=False, msg=f"check mode: would run {plan}; nothing was sent")
+            return result
+        display.display(f"bench: {plan}")
+
+        common = {
+            "url": args["url"],
+            "model": args["model"],
+            "api": args["api"],
+            "api_key": args["api_key"],
+            "validate_certs": args["validate_certs"],
+            "timeout": args["timeout"],
+            "seed": args["seed"],
+            "extra_body": args["extra_body"],
+        }
+        started_at = _now()
+        workload = {
+            "prompt_tokens": args["prompt_tokens"],
+            "max_tokens": args["max_tokens"],
+            "requests_per_level": args["requests"],
+            "levels": levels,
+            "stream": True,
+            "api": args["api"],
+            "warmup_requests": args["warmup_requests"],
+            "ramp_s": args["ramp"],
+        }
+        identity = dict(args["identity"])
+        identity.update(client_host=client, endpoint=args["url"], started_at=started_at, workload=workload)
+        identity.setdefault("model", args["model"])
+        results: dict[str, Any] = {
+            "format": _bench.FORMAT,
+            "identity": identity,
+            "gate": None,
+            "levels": [],
+            "needle": None,
+            "client": [],
+        }
+
+        gate_result = self._step(task_vars, dict(common, mode="gate", checks=gate), "gate")
+        results["gate"] = gate_result["gate"]
+        for check in results["gate"]["checks"]:
+            verdict = "PASS" if check["passed"] else "FAIL"
+            why = "" if check["passed"] else f" (expected /{check['expected']}/, got {check['got'][:120]!r}"
+            why += f"; {check['error']})" if check.get("error") else (")" if why else "")
+            display.display(f"bench: gate {check['name']}: {verdict} in {check['seconds'] or 0:.2f} s{why}")
+        if not results["gate"]["passed"]:
+            identity["finished_at"] = _now()
+            results["levels"] = []
+            folder = self._write(args, results, None)
+            raise AnsibleActionFail(
+                f"the functional gate failed, so no performance figures are reported (results in {folder})"
+            )
+
+        if args["warmup_requests"] > 0:
+            display.display(f"bench: warm-up, {args['warmup_requests']} requests at concurrency {levels[-1]}")
+            warm = self._step(
+                task_vars,
+                dict(
+                    common,
+                    mode="load",
+                    concurrency=levels[-1],
+                    requests=args["warmup_requests"],
+                    seed=args["seed"] + 1,
+                    prompt_tokens=args["prompt_tokens"],
+                    max_tokens=args["max_tokens"],
+                ),
+                "warm-up",
+            )
+            failed = [record for record in warm["level"]["requests"] if not record["ok"]]
+            if failed:
+                display.warning(f"bench: {len(failed)} warm-up request(s) failed: {failed[0]['error']}")
+
+        for number, concurrency in enumerate(levels, 1):
+            display.display(
+                f"bench: level {number}/{len(levels)}: concurrency {concurrency}, {args['requests']} requests ..."
+            )
+            step = self._step(
+                task_vars,
+                dict(
+                    common,
+                    mode="load",
+                    concurrency=concurrency,
+                    requests=args["requests"],
+                    prompt_tokens=args["prompt_tokens"],
+                    max_tokens=args["max_tokens"],
+                    seed=args["seed"] + 1000 * number,
+                    ramp=args["ramp"],
+                ),
+                f"concurrency {concurrency}",
+            )
+            level = step["level"]
+            results["levels"].append({"concurrency": concurrency, "requests": level["requests"]})
+            results["client"].append(dict(level["client"], concurrency=concurrency))
+            display.display(f"bench: level {number}/{len(levels)}: {_level_line(level)}")
+            lag, cpu = level["client"]["loop_lag"]["p99_ms"], level["client"]["cpu_share"]
+            if lag > LAG_WARN_MS:
+                display.warning(
+                    f"bench: at concurrency {concurrency} the client's event loop woke {lag} ms late "
+                    f"(p99; CPU {cpu:.0%} of a core): the client may be the bottleneck "
+                    "and its times late by as much; run it from a less busy host"
+                )
+
+        if args["needle_tokens"]:
+            display.display(f"bench: needle in a haystack of about {args['needle_tokens']} tokens ...")
+            needle = self._step(
+                task_vars,
+                dict(common, mode="needle", needle_tokens=args["needle_tokens"], needle_depth=args["needle_depth"]),
+                "needle",
+            )["needle"]
+            results["needle"] = needle
+            display.display(
+                f"bench: needle: {'found' if needle['found'] else 'NOT found'} in {needle['context_tokens']} tokens, "
+                f"{needle['seconds'] or 0:.1f} s" + (f" ({needle['error']})" if needle.get("error") else "")
+            )
+
+        identity["finished_at"] = _now()
+        try:
+            summary = _bench.summarize(results, slos)
+        except ValueError as error:
+            raise AnsibleActionFail(f"the results could not be summarized: {error}") from None
+        folder = self._write(args, results, summary)
+        table = _report.text_table(summary)
+        display.display(table)
+        result.update(
+            changed=False,
+            dir=folder,
+            results_file=os.path.join(folder, "results.json"),
+            report_file=os.path.join(folder, "report.md"),
+            summary=summary,
+            table=table,
+            msg=f"benchmark done; results, report and charts in {folder}",
+        )
+        return result
+
+    def _step(self, task_vars: dict[str, Any], module_args: dict[str, Any], what: str) -> dict[str, Any]:
+        started = time.monotonic()
+        step = self._execute_module(
+            module_name="dgxspark.cluster.bench_load", module_args=module_args, task_vars=task_vars
+        )
+        if step.get("failed") or step.get("unreachable"):
+            raise AnsibleActionFail(f"bench {what}: {step.get('msg', 'failed')}", result=step)
+        step["seconds"] = round(time.monotonic() - started, 1)
+        return step
+
+    def _write(self, args: dict[str, Any], results: dict[str, Any], summary: dict[str, Any] | None) -> str:
+        """The run's folder under results_dir: results.json, report.md and charts/*.png."""
+        identity = results["identity"]
+        stamp = identity["started_at"].replace(":", "").replace("-", "")
+        name = "-".join(part for part in (stamp, identity.get("shape", ""), args["label"]) if part)
+        folder = os.path.join(args["results_dir"], _safe(name))
+        os.makedirs(folder, exist_ok=True)
+        _atomic_write(os.path.join(folder, "results.json"), json.dumps(results, indent=1, sort_keys=True) + "\n")
+        if summary is None:
+            summary = _bench.summarize(results)
+        charts = _report.write_charts(summary, os.path.join(folder, "charts"))
+        missing = _report.charts_missing()
+        if missing and summary.get("figures"):
+            display.warning(f"bench: {missing}")
+        report = _report.render_markdown(results, summary, charts, relative_to=folder)
+        _atomic_write(os.path.join(folder, "report.md"), report)
+        return folder
+
+
+def _level_line(level: dict[str, Any]) -> str:
+    records = level["requests"]
+    ok = [record for record in records if record["ok"]]
+    client = level["client"]
+    line = f"{len(ok)} ok, {len(records) - len(ok)} failed in {client['wall_s']:.1f} s"
+    if ok:
+        ttfts = sorted(record["ttft"] for record in ok)
+        line += f"; TTFT median {ttfts[len(ttfts) // 2] * 1000:.0f} ms"
+        tpots = sorted(
+            (record["e2e"] - record["ttft"]) / (record["output_tokens"] - 1)
+            for record in ok
+            if (record.get("output_tokens") or 0) > 1
+        )
+        if tpots:
+            line += f", TPOT median {tpots[len(tpots) // 2] * 1000:.1f} ms"
+    line += f"; client CPU {client['cpu_share']:.0%} of a core, loop lag p99 {client['loop_lag']['p99_ms']} ms"
+    failed = [record["error"] for record in records if not record["ok"]]
+    if failed:
+        line += f"; first error: {failed[0]}"
+    return line
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _safe(name: str) -> str:
+    return "".join(char if char.isalnum() or char in "-_." else "_" for char in name)
+
+
+def _atomic_write(path: str, text: str) -> None:
+    partial = path + ".partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(partial, path)
