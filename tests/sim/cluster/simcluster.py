@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,71 @@ def start_cluster(cluster: str, *extra: str):
         simctl("down", cluster)
         pytest.fail(f"make sim-up CLUSTER={cluster} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return describe(cluster)
+
+
+def ansible_on(cluster: str, command: str, *args: str, timeout: float = 600, env: dict | None = None):
+    """``command`` (ansible, ansible-playbook) on inventories/<cluster>, from the repository root."""
+    return subprocess.run(
+        [ansible_bin(command), *args, "-i", f"inventories/{cluster}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def rank_containers(host: str, name: str = "vllm_dsv41") -> dict[str, str]:
+    """The node's containers of that name with their state (docker ps -a inside the node)."""
+    out = node_sh(host, f"docker ps -a --filter name=^/{name}$ --format '{{{{.Names}}}} {{{{.State}}}}'").stdout
+    return dict(line.split(maxsplit=1) for line in out.splitlines() if line.strip())
+
+
+def guard_phase(host: str) -> dict:
+    """The memory guard's state file on the node (phase, tripped, ...)."""
+    return json.loads(node_sh(host, "cat /run/dgxspark-memguard/state.json").stdout)
+
+
+def http_json(url: str, body: dict | None = None, timeout: float = 30) -> dict:
+    """GET (or POST ``body`` as JSON) from this machine; the parsed answer."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        return json.loads(answer.read())
+
+
+def boot_serve_and_stop(cluster: str, info: dict) -> None:
+    """boot.yml on the cluster, the head's API answering from this machine, then stop.yml leaving no rank."""
+    profile = json.loads((REPO / "inventories" / cluster / "serving-profile.json").read_text(encoding="utf-8"))
+    nodes = info["nodes"]
+    head = nodes[0]["management_address"]
+    boot = ansible_on(cluster, "ansible-playbook", "playbooks/boot.yml", "-e", "dgxspark_boot_replace=true")
+    assert boot.returncode == 0, boot.stdout[-8000:] + boot.stderr[-3000:]
+    flat = " ".join(boot.stdout.split())
+    assert f"endpoint: http://{head}:8000/v1 serving {profile['model']}" in flat, boot.stdout[-4000:]
+    ranks = "; ".join(f"{n['rank']} {n['host']} running" for n in nodes)
+    assert f"ranks: {ranks}" in flat, boot.stdout[-4000:]
+    assert "memory guard: steady on every node" in flat
+    for node in nodes:
+        assert rank_containers(node["host"]) == {"vllm_dsv41": "running"}, node["host"]
+        assert guard_phase(node["host"])["phase"] == "steady", node["host"]
+    models = http_json(f"http://{head}:8000/v1/models")
+    assert [m["id"] for m in models["data"]] == [profile["model"]]
+    done = http_json(
+        f"http://{head}:8000/v1/completions",
+        {"model": profile["model"], "prompt": "Count from 1 to 5:", "max_tokens": 16},
+    )
+    assert done["choices"][0]["text"].strip() == "1, 2, 3, 4, 5", done
+    stop = ansible_on(cluster, "ansible-playbook", "playbooks/stop.yml")
+    assert stop.returncode == 0, stop.stdout[-6000:] + stop.stderr[-3000:]
+    assert f"rank 0 ({nodes[0]['host']}): exited" in stop.stdout
+    for node in nodes:
+        assert rank_containers(node["host"]) == {"vllm_dsv41": "exited"}, node["host"]
+        assert guard_phase(node["host"])["phase"] == "idle", node["host"]
+    try:
+        urllib.request.urlopen(f"http://{head}:8000/health", timeout=5).close()
+    except OSError as error:  # refused: nothing listens there any more
+        assert "refused" in str(error).lower(), error
+    else:
+        raise AssertionError(f"{cluster}: the head still answers after stop.yml")
