@@ -24,9 +24,19 @@ def sim3():
 
 
 @pytest.fixture(scope="module")
+def sim4():
+    """sim4 (the tp4 ring) with the engine image, removed at the end of the module whatever happened."""
+    info = start_cluster("sim4")
+    try:
+        yield info
+    finally:
+        simctl("down", "sim4")
+
+
+@pytest.fixture(scope="module")
 def sim8():
-    """sim8 without the engine image (the fabric is what its tests check), removed at the end."""
-    info = start_cluster("sim8", "--no-engine")
+    """sim8 with the engine image (its switch is checked, then it boots TP8), removed at the end."""
+    info = start_cluster("sim8")
     try:
         yield info
     finally:

@@ -1,13 +1,14 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sim8: eight nodes on the simulated switch (a Linux bridge), then down with nothing left."""
+"""sim8: eight nodes on the simulated switch (a Linux bridge), a TP8 boot that serves and stops, then down
+with nothing left."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 
-from simcluster import node_links, node_sh, simctl
+from simcluster import boot_serve_and_stop, node_links, node_sh, simctl
 
 
 def test_every_node_on_the_switch(sim8):
@@ -40,6 +41,12 @@ def test_the_switch_switches(sim8):
     finally:
         node_sh(head, "ip addr flush dev enp1s0f1np1", check=False)
         node_sh(last, "ip addr flush dev enp1s0f1np1", check=False)
+
+
+def test_boot_serves_then_stop_leaves_no_rank(sim8):
+    """boot.yml with eight ranks (TP8 over the switch; the boot converges kernel, fabric and guard on the
+    fresh nodes), the head's /v1/models and a completion from this machine, then stop.yml: no rank runs."""
+    boot_serve_and_stop("sim8", sim8)
 
 
 def test_down_leaves_nothing(sim8):
