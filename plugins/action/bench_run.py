@@ -182,10 +182,14 @@ class ActionModule(ActionBase):
             display.display(f"bench: level {number}/{len(levels)}: {_level_line(level)}")
             lag, cpu = level["client"]["loop_lag"]["p99_ms"], level["client"]["cpu_share"]
             if lag > LAG_WARN_MS:
+                who = (
+                    f"the client may be the bottleneck (it used {cpu:.0%} of a core)"
+                    if cpu >= 0.5
+                    else f"{client} is busy (the client itself used {cpu:.0%} of a core)"
+                )
                 display.warning(
-                    f"bench: at concurrency {concurrency} the client's event loop woke {lag} ms late "
-                    f"(p99; CPU {cpu:.0%} of a core): the client may be the bottleneck "
-                    "and its times late by as much; run it from a less busy host"
+                    f"bench: at concurrency {concurrency} the client's event loop woke {lag} ms late (p99): "
+                    f"{who}, so its times may be late by as much; run it from a less busy host"
                 )
 
         if args["needle_tokens"]:
@@ -208,7 +212,6 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"the results could not be summarized: {error}") from None
         folder = self._write(args, results, summary)
         table = _report.text_table(summary)
-        display.display(table)
         result.update(
             changed=False,
             dir=folder,

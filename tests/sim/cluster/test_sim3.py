@@ -189,9 +189,10 @@ def test_boot_check_mode_changes_nothing(sim3):
     assert after == before
 
 
-def test_demo_playbook_on_sim3(sim3):
-    """`make demo`'s playbook: profiles validated, tp3-triangle planned, every node answering with its facts."""
-    proc = playbook("playbooks/demo.yml", timeout=600)
+def test_demo_playbook_on_sim3(sim3, tmp_path):
+    """`make demo`'s playbook: profiles validated, tp3-triangle planned, every node answering with its facts,
+    the boot, then a short benchmark with its table, results, report and charts."""
+    proc = playbook("playbooks/demo.yml", "-e", f"dgxspark_bench_dir={tmp_path}", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sim8: profile valid (2 shapes)" in proc.stdout
     assert "rank 2 (worker) on" in proc.stdout and "--headless" in proc.stdout
@@ -210,6 +211,27 @@ def test_demo_playbook_on_sim3(sim3):
     assert "ranks: 0 sim3-head running; 1 sim3-worker1 running; 2 sim3-worker2 running" in flat
     assert "memory guard: steady on every node" in flat
     assert 'sample completion ("Count from 1 to 10:"): 1, 2, 3, 4, 5, 6, 7, 8, 9, 10' in flat
+    # bench.yml: the gate, a line per level, the needle, the table; the run's folder with its files
+    for line in ("bench: gate count: PASS", "bench: level 3/3: 12 ok, 0 failed", "bench: needle: found in"):
+        assert line in proc.stdout, proc.stdout
+    assert "Max C = 4" in flat, flat
+    (run,) = [path for path in tmp_path.iterdir() if path.name.endswith("-tp3-triangle-demo")]
+    results = json.loads((run / "results.json").read_text())
+    identity = results["identity"]
+    assert identity["hosts"] == [node["host"] for node in sim3["nodes"]]
+    assert identity["client_host"] == "sim3-head" and identity["endpoint"] == "http://127.0.0.1:8000"
+    assert len(set(identity["image_ids"].values())) == 1 and identity["shape"] == "tp3-triangle"
+    assert [level["concurrency"] for level in results["levels"]] == [1, 2, 4]
+    first = [r for r in results["levels"][0]["requests"] if r["ok"]]
+    assert len(first) == 12 and {r["output_tokens"] for r in first} == {32}
+    # the stand-in engine's tp3 table at c=1: TTFT 271.63 ms, ITL 18.55 ms (sim/engine/README.md)
+    ttfts = sorted(r["ttft"] for r in first)
+    tpots = sorted((r["e2e"] - r["ttft"]) / 31 for r in first)
+    assert 0.2716 <= ttfts[6] < 0.2716 * 1.1, ttfts
+    assert 0.01855 * 0.97 <= tpots[6] < 0.01855 * 1.05, tpots
+    assert results["needle"]["found"] is True
+    assert "## Capacity" in (run / "report.md").read_text()
+    assert len(list((run / "charts").glob("*.png"))) == 6
 
 
 def test_cut_and_mend_a_cable(sim3):
