@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,9 @@ def http_json(url: str, body: dict | None = None, timeout: float = 30) -> dict:
         return json.loads(answer.read())
 
 
-def boot_serve_and_stop(cluster: str, info: dict) -> None:
-    """boot.yml on the cluster, the head's API answering from this machine, then stop.yml leaving no rank."""
+def boot_serve_and_stop(cluster: str, info: dict, while_serving: Callable[[], None] | None = None) -> None:
+    """boot.yml on the cluster, the head's API answering from this machine, ``while_serving()`` (more checks
+    of the serving cluster), then stop.yml leaving no rank."""
     profile = json.loads((REPO / "inventories" / cluster / "serving-profile.json").read_text(encoding="utf-8"))
     nodes = info["nodes"]
     head = nodes[0]["management_address"]
@@ -127,6 +129,8 @@ def boot_serve_and_stop(cluster: str, info: dict) -> None:
         {"model": profile["model"], "prompt": "Count from 1 to 5:", "max_tokens": 16},
     )
     assert done["choices"][0]["text"].strip() == "1, 2, 3, 4, 5", done
+    if while_serving is not None:
+        while_serving()
     stop = ansible_on(cluster, "ansible-playbook", "playbooks/stop.yml")
     assert stop.returncode == 0, stop.stdout[-6000:] + stop.stderr[-3000:]
     assert f"rank 0 ({nodes[0]['host']}): exited" in stop.stdout

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from simcluster import boot_serve_and_stop, node_links, node_sh, simctl
+from simcluster import ansible_on, boot_serve_and_stop, node_links, node_sh, simctl
 
 
 def test_every_node_on_the_switch(sim8):
@@ -43,10 +43,38 @@ def test_the_switch_switches(sim8):
         node_sh(last, "ip addr flush dev enp1s0f1np1", check=False)
 
 
-def test_boot_serves_then_stop_leaves_no_rank(sim8):
+def test_boot_serves_then_stop_leaves_no_rank(sim8, tmp_path):
     """boot.yml with eight ranks (TP8 over the switch; the boot converges kernel, fabric and guard on the
-    fresh nodes), the head's /v1/models and a completion from this machine, then stop.yml: no rank runs."""
-    boot_serve_and_stop("sim8", sim8)
+    fresh nodes), the head's /v1/models and a completion from this machine, a short bench.yml sent from this
+    machine (the controller) to the head, then stop.yml: no rank runs."""
+
+    def bench() -> None:
+        extra = {
+            "dgxspark_bench_client": "localhost",
+            "dgxspark_bench_levels": [1, 8],
+            "dgxspark_bench_requests": 8,
+            "dgxspark_bench_max_tokens": 16,
+            "dgxspark_bench_warmup": 0,
+            "dgxspark_bench_needle_tokens": 0,
+            "dgxspark_bench_dir": str(tmp_path),
+        }
+        proc = ansible_on("sim8", "ansible-playbook", "playbooks/bench.yml", "-e", json.dumps(extra))
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+        assert "bench: level 2/2: 8 ok, 0 failed" in proc.stdout, proc.stdout[-4000:]
+        (run,) = list(tmp_path.iterdir())
+        results = json.loads((run / "results.json").read_text())
+        identity = results["identity"]
+        assert identity["shape"] == "tp8-300k" and identity["client_host"] == "localhost"
+        assert identity["endpoint"] == f"http://{sim8['nodes'][0]['management_address']}:8000"
+        assert sorted(identity["hosts"]) == sorted(node["host"] for node in sim8["nodes"])
+        assert len(set(identity["image_ids"].values())) == 1
+        # the stand-in's tp8-300k table (seed 002, 7.1): c=1 TTFT 213.19 ms, ITL 26.67 ms
+        first = sorted(results["levels"][0]["requests"], key=lambda r: r["ttft"])
+        assert 0.2132 <= first[4]["ttft"] < 0.2132 * 1.15, first[4]
+        tpots = sorted((r["e2e"] - r["ttft"]) / 15 for r in first)
+        assert 0.02667 * 0.97 <= tpots[4] < 0.02667 * 1.05, tpots
+
+    boot_serve_and_stop("sim8", sim8, while_serving=bench)
 
 
 def test_down_leaves_nothing(sim8):
