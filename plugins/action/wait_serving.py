@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -66,8 +67,21 @@ class ActionModule(ActionBase):
             return result
         board = None
         if head is not None:
-            ranks = list(task_vars.get("ansible_play_hosts") or [host])
-            board = Board(self._task._uuid, host, head, ranks, args["rank"])
+            ranks = list(task_vars.get("ansible_play_batch") or task_vars.get("ansible_play_hosts") or [host])
+            forks = int(context.CLIARGS.get("forks") or 0)
+            if 0 < forks < len(ranks):
+                # Fewer workers than ranks: the ranks cannot all wait at once, and a worker waiting for a head
+                # whose turn never comes would wait out its timeout. The head waits alone.
+                if host == head:
+                    display.warning(
+                        f"wait_serving: forks {forks} < {len(ranks)} ranks, so the ranks cannot watch one another: "
+                        f"the head waits alone, and a worker that dies while loading shows only as the head not "
+                        f"serving after the timeout. Run with -f {len(ranks)} or more (ansible.cfg sets 16)."
+                    )
+                else:
+                    return self._look_once(result, args, host, task_vars)
+            else:
+                board = Board(self._task._uuid, host, head, ranks, args["rank"])
         try:
             if args["api"]:
                 return self._wait_head(result, args, host, task_vars, board)
@@ -75,6 +89,16 @@ class ActionModule(ActionBase):
         finally:
             if board is not None:
                 board.leave()
+
+    def _look_once(self, result, args, host, task_vars) -> dict[str, Any]:
+        """A worker that cannot wait with the others: its container runs now, or it fails with its log tail."""
+        look = self._look(args, task_vars, log_lines=args["log_lines"])
+        if look.get("failed") or not look.get("running"):
+            detail = look.get("msg") or f"its container is {look.get('status')} (exit code {look.get('exit_code')})"
+            result.update(failed=True, log_tail=look.get("log_tail", []), msg=f"{host}: {detail}")
+            return result
+        result.update(changed=False, healthy=None, msg=f"{host} runs (looked at once: too few forks to wait)")
+        return result
 
     def _look(self, args: dict[str, Any], task_vars: dict[str, Any], log_lines: int = 1) -> dict[str, Any]:
         module_args = {"container": args["container"], "log_lines": log_lines}

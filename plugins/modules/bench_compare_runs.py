@@ -61,7 +61,7 @@ attributes:
 EXAMPLES = r"""
 - name: Compare the two newest runs
   dgxspark.cluster.bench_compare_runs:
-    results_dir: "{{ inventory_dir }}/bench"
+    results_dir: "{{ inventory_dir }}/.bench"
 
 - name: Compare a candidate with the promoted baseline, without failing
   dgxspark.cluster.bench_compare_runs:

@@ -105,7 +105,9 @@ options:
     type: list
     elements: dict
   results_dir:
-    description: Where the run's folder is made (on the controller).
+    description:
+      - Where the run's folder is made (on the controller). Not a visible folder inside an inventory directory - Ansible
+        would read every file in it as an inventory source; bench.yml uses the hidden C(<inventory>/.bench).
     type: path
     required: true
   label:
@@ -137,7 +139,7 @@ EXAMPLES = r"""
     levels: [1, 2, 4, 8]
     requests: 100
     needle_tokens: 32768
-    results_dir: "{{ inventory_dir }}/bench"
+    results_dir: "{{ inventory_dir }}/.bench"
 """
 
 RETURN = r"""

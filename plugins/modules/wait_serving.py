@@ -8,25 +8,38 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: wait_serving
-short_description: Wait for the head rank to serve, with progress, and stop waiting when it is gone
+short_description: Wait for the head rank to serve, with progress, and stop waiting when a rank is gone
 version_added: 0.1.0
 description:
   - Looks at the head every O(interval) seconds with M(dgxspark.cluster.rank_health) and prints a line each time -
     elapsed seconds, the phase (loading, healthy, exited with its code) and the rank's last log line.
   - Succeeds once C(/health) answers and C(/v1/models) lists the model. Fails at once when the head's container
-    no longer runs (a worker that dies makes the head exit - NCCL, the rendezvous), or after O(timeout), with the
-    rank's last O(log_lines) log lines in RV(log_tail). Never restarts anything.
+    no longer runs, when (with O(head)) a worker's container is gone, or after O(timeout), with the rank's last
+    O(log_lines) log lines in RV(log_tail). Never restarts anything.
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
   container:
-    description: The head's container name.
+    description: The rank's container name.
     type: str
     required: true
   api:
-    description: The head's API base URL on the head itself, such as V(http://127.0.0.1:8000).
+    description:
+      - The head's API base URL on the head itself, such as V(http://127.0.0.1:8000). Given on the head only.
     type: str
-    required: true
+  head:
+    description:
+      - The head's inventory name, when every rank of the play runs this task at once (a boot). The head then
+        stops waiting as soon as any worker's container is gone (a worker that dies while the ranks load leaves
+        the head hanging in NCCL's first collective, not exiting), and each worker watches its own container
+        until the head's wait ends. The ranks meet in a private directory on the controller.
+      - With fewer forks than ranks they cannot all wait at once; the head then waits alone (with a warning)
+        and each worker looks at its own container once.
+      - Without it, the task runs on the head only and watches the head alone.
+    type: str
+  rank:
+    description: This rank's number, for the messages.
+    type: int
   timeout:
     description: Seconds to wait in all.
     type: int

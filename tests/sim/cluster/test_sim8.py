@@ -6,9 +6,11 @@ with nothing left."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 
-from simcluster import ansible_on, boot_serve_and_stop, node_links, node_sh, simctl
+from simcluster import REPO, ansible_on, boot_serve_and_stop, node_links, node_sh, simctl
 
 
 def test_every_node_on_the_switch(sim8):
@@ -56,12 +58,17 @@ def test_boot_serves_then_stop_leaves_no_rank(sim8, tmp_path):
             "dgxspark_bench_max_tokens": 16,
             "dgxspark_bench_warmup": 0,
             "dgxspark_bench_needle_tokens": 0,
-            "dgxspark_bench_dir": str(tmp_path),
+            "dgxspark_bench_label": f"test{os.getpid()}",
         }
         proc = ansible_on("sim8", "ansible-playbook", "playbooks/bench.yml", "-e", json.dumps(extra))
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
         assert "bench: level 2/2: 8 ok, 0 failed" in proc.stdout, proc.stdout[-4000:]
-        (run,) = list(tmp_path.iterdir())
+        # the default folder is inside the inventory, hidden: Ansible does not read it as an inventory source
+        (run,) = (REPO / "inventories" / "sim8" / ".bench").glob(f"*-test{os.getpid()}")
+        shutil.move(run, tmp_path / run.name)
+        run = tmp_path / run.name
+        inventory = ansible_on("sim8", "ansible-inventory", "--list")
+        assert inventory.returncode == 0 and "Unable to parse" not in inventory.stderr, inventory.stderr
         results = json.loads((run / "results.json").read_text())
         identity = results["identity"]
         assert identity["shape"] == "tp8-300k" and identity["client_host"] == "localhost"
