@@ -11,12 +11,15 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     DEFAULT_PREFIX,
-    fabric_hosts_from_inventory,
     fabric_plan,
     host_share,
     shape_settings,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import HEAD_GROUP, WORKERS_GROUP
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+    HEAD_GROUP,
+    WORKERS_GROUP,
+    hosts_from_inventory,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
 
@@ -45,8 +48,10 @@ class ActionModule(ActionBase):
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result["changed"] = False
         host = args["host"] or task_vars.get("inventory_hostname")
-        groups = task_vars.get("groups", {})
-        names = list(dict.fromkeys([*groups.get(args["head_group"], []), *groups.get(args["workers_group"], [])]))
+        hosts, _both = hosts_from_inventory(
+            task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+        )
+        names = [h.name for h in hosts]
         if host not in names:
             result.update(failed=True, msg=f"{host} is in neither {args['head_group']} nor {args['workers_group']}")
             return result
@@ -59,7 +64,6 @@ class ActionModule(ActionBase):
                 if args[key] is not None:
                     settings[key] = args[key]
             settings.update(shape=shape, hosts=len(names), prefix=args["prefix"])
-            hosts = fabric_hosts_from_inventory(task_vars.get("hostvars", {}), names)
             plan = fabric_plan(settings["topology"], hosts, settings["mtu"], args["prefix"])
         except ProfileError as exc:
             result.update(

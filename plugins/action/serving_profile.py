@@ -4,14 +4,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import HEAD_GROUP, WORKERS_GROUP
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan, hosts_from_inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+    HEAD_GROUP,
+    WORKERS_GROUP,
+    hosts_from_inventory,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
 
@@ -21,6 +26,7 @@ ARGUMENT_SPEC = {
     "hosts": {"type": "list", "elements": "str"},
     "head_group": {"type": "str", "default": HEAD_GROUP},
     "workers_group": {"type": "str", "default": WORKERS_GROUP},
+    "discovered": {"type": "dict"},
 }
 
 
@@ -43,6 +49,8 @@ class ActionModule(ActionBase):
             hosts, both = hosts_from_inventory(
                 task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
             )
+            if args["discovered"] is not None:  # the fabric's late input, given; else each host's fabric_nccl
+                hosts = [dataclasses.replace(h, discovered=args["discovered"].get(h.name)) for h in hosts]
             wanted = args["hosts"]
             if wanted is None:
                 play_hosts = set(task_vars.get("ansible_play_hosts_all", []))

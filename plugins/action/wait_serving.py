@@ -278,6 +278,8 @@ def _who(peer: dict[str, Any]) -> str:
 
 
 def _phase(look: dict[str, Any]) -> str:
+    if look.get("running") is None and look.get("error"):
+        return f"unknown: {look['error']}"
     if not look.get("running"):
         return f"{look.get('status')} (exit code {look.get('exit_code')})"
     if look.get("healthy"):

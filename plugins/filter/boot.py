@@ -12,9 +12,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import preflight
 
 
-def boot_preflight(facts: Any, plan: Any, profile: Any, replace: bool = False, skip: Any = ()) -> dict[str, Any]:
+def boot_preflight(
+    facts: Any, plan: Any, profile: Any, replace: bool = False, skip: Any = (), clear_trip: bool = False
+) -> dict[str, Any]:
     try:
-        return preflight(facts, plan, profile, bool(replace), list(skip or ()))
+        return preflight(facts, plan, profile, bool(replace), list(skip or ()), bool(clear_trip))
     except (ValueError, KeyError, TypeError) as error:
         raise AnsibleFilterError(f"dgxspark.cluster.boot_preflight: {error}") from None
 

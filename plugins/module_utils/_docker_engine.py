@@ -93,6 +93,23 @@ class DockerEngine:
         except (OSError, http.client.HTTPException) as error:
             raise DockerEngineError(f"GET {url} on {self.path} failed: {error}") from None
 
+    def send(self, method: str, url: str) -> tuple[int, Any]:
+        """``method`` (POST, DELETE) on ``url`` without a body: (status, decoded JSON or None)."""
+        try:
+            self._connection.request(method, url, headers={"Accept": "application/json", "Content-Length": "0"})
+            response = self._connection.getresponse()
+            body = response.read()
+        except socket.timeout:
+            raise DockerEngineError(
+                f"the Docker engine did not answer {method} {url} within {self.timeout:g} s"
+            ) from None
+        except (OSError, http.client.HTTPException) as error:
+            raise DockerEngineError(f"{method} {url} on {self.path} failed: {error}") from None
+        try:
+            return response.status, json.loads(body.decode("utf-8")) if body else None
+        except ValueError:
+            return response.status, body.decode("utf-8", "replace")
+
     def get_ok(self, url: str) -> Any:
         status, data = self.get(url)
         if status != 200:

@@ -4,7 +4,8 @@
 
 No Ansible imports: the module gives a :class:`Runner` (its ``run_command``) and the options; procfs and
 sysfs are read under ``proc_root``/``sys_root`` so a test can point them at a fixture tree. Two processes
-at most (``nvidia-smi`` and ``systemctl show``, one call each); the Docker engine is asked over its socket.
+at most (``nvidia-smi`` and ``systemctl show``, one call each); the Docker engine is asked over its socket;
+the memory guard is read from its files (never asked), listening sockets from /proc/net/tcp and tcp6.
 A missing tool or device is a fact (``present: false`` with an ``error``); an unexpected read error is
 reported in ``problems`` and leaves the value null. Nothing is changed on the node.
 """
@@ -23,6 +24,12 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     socket_path,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles, Problem, problem
+from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
+    DEFAULT_LOG_PATH,
+    DEFAULT_STATE_PATH,
+    DEFAULT_TRIP_PATH,
+    memguard_facts,
+)
 from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi import (
     failure_message,
     parse_query_csv,
@@ -38,10 +45,25 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     parse_modules,
     parse_page_size,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._sockets import listening_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sysfs import SysfsReader, default_fabric_interfaces
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
 
-SECTIONS: tuple[str, ...] = ("memory", "kernel", "gpu", "rdma", "fabric", "docker", "limits", "disk", "services")
+SECTIONS: tuple[str, ...] = (
+    "memory",
+    "kernel",
+    "gpu",
+    "rdma",
+    "fabric",
+    "docker",
+    "limits",
+    "disk",
+    "services",
+    "memguard",
+    "ports",
+)
+# What a plain call gathers: the memory guard and the sockets are asked for by name (a boot's preflight).
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-2]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
 # Limits reported for the module's own process and the container daemons (docker --ulimit names).
 REPORTED_LIMITS: tuple[str, ...] = ("nofile", "memlock", "stack", "core")
@@ -86,7 +108,7 @@ class Tool:
 
 @dataclass(frozen=True)
 class Options:
-    sections: tuple[str, ...] = SECTIONS
+    sections: tuple[str, ...] = DEFAULT_SECTIONS
     proc_root: str = "/proc"
     sys_root: str = "/sys"
     nvidia_smi: Tool = Tool("nvidia-smi", None, "nvidia-smi not found")
@@ -97,6 +119,11 @@ class Options:
     weights_path: str | None = None
     services: tuple[str, ...] = ()
     timeout: float = 20.0
+    memguard_state_path: str = DEFAULT_STATE_PATH
+    memguard_trip_path: str = DEFAULT_TRIP_PATH
+    memguard_log_path: str = DEFAULT_LOG_PATH
+    ports: tuple[int, ...] = ()
+    """The TCP ports whose listeners ``ports`` reports; empty: every listening port."""
 
 
 def make_runner(
@@ -116,10 +143,17 @@ def make_runner(
 
 
 class _Gatherer:
-    def __init__(self, options: Options, run: Runner, engine_factory: Callable[[str, float], DockerEngine]) -> None:
+    def __init__(
+        self,
+        options: Options,
+        run: Runner,
+        engine_factory: Callable[[str, float], DockerEngine],
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.options = options
         self.run = run
         self.engine_factory = engine_factory
+        self.wall = wall
         self.problems: list[Problem] = []
         self.files = HostFiles(self.problems)
         self.sysfs = SysfsReader(self.files, options.sys_root)
@@ -367,6 +401,26 @@ class _Gatherer:
                 facts["error"] = f"could not read systemctl's output: {error}"
         return facts
 
+    # ------------------------------------------------------------ memguard
+    def memguard(self) -> dict[str, Any]:
+        options = self.options
+        return memguard_facts(
+            self.files,
+            options.memguard_state_path,
+            options.memguard_trip_path,
+            options.memguard_log_path,
+            options.proc_root,
+            self.wall,
+        )
+
+    # ------------------------------------------------------------ ports
+    def ports(self, docker: dict[str, Any] | None) -> dict[str, Any]:
+        facts = listening_facts(self.files, self.options.proc_root, self.options.ports)
+        names = {c.get("id"): c.get("name") for c in (docker or {}).get("containers") or []}
+        for entry in facts["listening"]:
+            entry["container_name"] = names.get(entry["container"]) if entry["container"] else None
+        return facts
+
 
 def _docker_absent(error: str, path: str | None, container_name: str | None) -> dict[str, Any]:
     return {
@@ -385,10 +439,12 @@ def gather(
     run: Runner,
     engine_factory: Callable[[str, float], DockerEngine] = DockerEngine,
     clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
-    """The node's facts for ``options.sections``, plus ``sections``, ``problems`` and ``elapsed_ms``."""
+    """The node's facts for ``options.sections``, plus ``sections``, ``problems`` and ``elapsed_ms``.
+    ``clock`` times the gathering; ``wall`` (epoch seconds) dates the memory guard's state."""
     start = clock()
-    gatherer = _Gatherer(options, run, engine_factory)
+    gatherer = _Gatherer(options, run, engine_factory, wall)
     wanted = set(options.sections)
     node: dict[str, Any] = {}
     if "memory" in wanted:
@@ -411,6 +467,10 @@ def gather(
         node["disk"] = gatherer.disk()
     if "services" in wanted:
         node["services"] = gatherer.services()
+    if "memguard" in wanted:
+        node["memguard"] = gatherer.memguard()
+    if "ports" in wanted:
+        node["ports"] = gatherer.ports(node.get("docker"))
     node["sections"] = [section for section in SECTIONS if section in wanted]
     node["problems"] = gatherer.problems
     node["elapsed_ms"] = round((clock() - start) * 1000, 1)

@@ -166,3 +166,22 @@ def parse_cap_eff(text: str) -> int:
             except ValueError:
                 raise ValueError(f"CapEff is not hexadecimal: {line.strip()!r}") from None
     raise ValueError("no CapEff line")
+
+
+# A container's cgroup as the engines name it: Docker with the systemd driver (``docker-<id>.scope``) or
+# cgroupfs (``/docker/<id>``), Podman (``libpod-<id>``), containerd's CRI (``cri-containerd-<id>``), CRI-O.
+# A container's 64-hex ID as a cgroup path segment: /docker/<id> (v1), docker-<id>.scope (v2, systemd),
+# podman's and CRI's prefixes, or /<parent>/<id> under a dockerd --cgroup-parent (the simulated nodes).
+_CONTAINER_CGROUP = re.compile(r"(?:^|/)(?:docker-|libpod-|cri-containerd-|crio-)?([0-9a-f]{64})(?:\.scope)?(?=/|$)")
+
+
+def parse_cgroup_container(text: str) -> str | None:
+    """The ID of the container a process runs in, from its /proc/<pid>/cgroup; None on the host.
+
+    The innermost container ID of the first line that names one (cgroup v1 lists one line per
+    hierarchy, all naming the same container; v2 has the single ``0::`` line)."""
+    for line in text.splitlines():
+        found = _CONTAINER_CGROUP.findall(line.split(":", 2)[-1])
+        if found:
+            return str(found[-1])
+    return None

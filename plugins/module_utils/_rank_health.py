@@ -38,7 +38,10 @@ def http_get(url: str, timeout: float) -> tuple[int | None, str, str | None]:
 def rank_health(
     engine: DockerEngine, container: str, api: str | None, log_lines: int = 1, timeout: float = 5.0
 ) -> dict[str, Any]:
-    """The rank's container state, last log lines and (with ``api``, the head's base URL) health and models."""
+    """The rank's container state, last log lines and (with ``api``, the head's base URL) health and models.
+
+    ``running`` is None, never False, when the engine could not be asked (``error`` says why): "it does not
+    run" is only said after it was checked."""
     started = time.monotonic()
     result: dict[str, Any] = {
         "container": container,
@@ -73,6 +76,8 @@ def rank_health(
                 result["log_tail"] = [line for line in demultiplex_logs(body).splitlines() if line.strip()]
     except DockerEngineError as error:
         result["error"] = str(error)
+    if result["error"] is not None:
+        result["running"] = None  # not known: the engine could not be asked
     if api and result["running"]:
         base = api.rstrip("/")
         code, _body, error = http_get(f"{base}/health", timeout)

@@ -21,6 +21,8 @@ description:
     the far port, the path and the do-not-fragment ping payload that fills one frame.
   - Every problem in the inventory (ranks, addresses, cabling that does not pair up, a fabric that is not connected)
     is reported at once, before any host is contacted. Runs on the controller only; safe under C(--check).
+  - Hosts are read and checked by the same code as C(dgxspark.cluster.serving_profile)'s plan (ranks 0..N-1 once
+    each; one IPv4 fabric address per host, not loopback, multicast or reserved), so both give the same problem.
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:

@@ -16,10 +16,16 @@ description:
     one C(nvidia-smi) call), RDMA devices (port state, rate, the GID table with RoCE v2 IPv4 entries), each fabric
     netdev (carrier, speed, MTU), the Docker engine (containers with names, image IDs, state and labels; images;
     the serving container in detail), the resource limits of the module's process and of C(dockerd) and
-    C(containerd), free disk where the weights live, and the state of the helper services.
+    C(containerd), free disk where the weights live, the state of the helper services, the memory guard's
+    state and trip (from its files), and the listening TCP sockets on the ports asked for with the process
+    and container holding each.
   - Reads procfs and sysfs directly and runs at most two commands (one C(nvidia-smi --query-gpu) and one
     C(systemctl show) for all O(services)); the Docker engine is asked over its socket. Gathering takes tens of
     milliseconds (C(nvidia-smi) itself aside); the result reports it in C(elapsed_ms).
+  - >-
+    C(ports) reads C(/proc/net/tcp) and C(/proc/net/tcp6) and walks C(/proc/<pid>/fd) only when a socket listens
+    on one of O(ports); naming another user's process needs root (C(become)), otherwise C(pid) is null and
+    C(ports.unreadable_processes) says how many processes could not be read.
   - >-
     A missing tool or device is a fact, not a failure: for example C(gpu.present) is C(false) and C(gpu.error) is
     C(nvidia-smi not found). Read errors that should not happen (permission denied, unreadable output) leave the
@@ -33,9 +39,10 @@ options:
     description:
       - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
         (for the netdev mapping and the GID addresses) but returns only the netdevs.
+      - C(memguard) and C(ports) are gathered only when named (a boot's preflight names them).
     type: list
     elements: str
-    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
+    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports]
     default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
   fabric_interfaces:
     description:
@@ -68,6 +75,29 @@ options:
       - The Docker engine's socket, as a C(unix://) URL. Falls back to the E(DOCKER_HOST) environment variable.
     type: str
     default: unix:///var/run/docker.sock
+  ports:
+    description:
+      - The TCP ports whose listening sockets C(ports) reports (a boot asks for the head's API port and the
+        master port). Empty for every listening port, which walks every process's descriptors.
+    type: list
+    elements: int
+    default: []
+  memguard_state_path:
+    description:
+      - The memory guard's state file, rewritten at every sample (phase, trips, last sample, pid).
+    type: path
+    default: /run/dgxspark-memguard/state.json
+  memguard_trip_path:
+    description:
+      - The memory guard's trip file, kept until the trip is cleared (time, reason, peer, the stop's result).
+    type: path
+    default: /var/lib/dgxspark-memguard/tripped.json
+  memguard_log_path:
+    description:
+      - The memory guard's decision log; the samples of a trip are read from its trip line (searched in the last
+        4 MiB) when neither the state nor the trip holds them.
+    type: path
+    default: /var/log/dgxspark-memguard/decisions.jsonl
   proc_root:
     description:
       - Where procfs is mounted. Tests point it at a fixture tree.
@@ -149,6 +179,18 @@ EXAMPLES = r"""
 - name: Show the GPU's clock (a GB10 latched into a slow clock state shows here)
   ansible.builtin.debug:
     msg: "{{ quick.node.gpu.devices | map(attribute='clocks_graphics_mhz') | list }}"
+
+- name: Is the memory guard tripped, and who holds the API and master ports?
+  dgxspark.cluster.node_facts:
+    sections: [memguard, ports, docker]
+    ports: [8000, 29501]
+  register: guard
+
+- name: Show the guard's trip and the ports' holders
+  ansible.builtin.debug:
+    msg:
+      - "{{ guard.node.memguard.tripped }}"
+      - "{{ guard.node.ports.listening | map(attribute='comm') | list }}"
 
 - name: Show the RoCE v2 GID index of every fabric port (NCCL_IB_GID_INDEX)
   ansible.builtin.debug:
@@ -236,6 +278,43 @@ node:
           with C(id), C(load_state), C(active_state), C(sub_state) and C(unit_file_state).
       returned: when asked for
       type: dict
+    memguard:
+      description:
+        - The memory guard, read from its files (never asked). C(installed) (its state or trip file exists),
+          C(running) (the state's C(pid) is alive and the state is at most 30 s old; null without a state file),
+          C(pid), C(phase), C(startup_overdue), C(trips), C(updated_utc), C(state_age_s), C(last_sample),
+          C(state_path), C(trip_path) and C(tripped) - null, or C(time) (epoch seconds), C(time_utc), C(reason),
+          C(from_peer) (the peer whose trip stopped this rank), C(stop) (what the stop did) and C(samples) (the
+          samples recorded with the trip, each C(t), C(mem_available), C(psi_full_avg10), C(low); null when not
+          found).
+      returned: when asked for
+      type: dict
+      sample:
+        installed: true
+        running: true
+        phase: steady
+        trips: 1
+        tripped:
+          time: 1796106603.5
+          time_utc: "2026-12-01T06:30:03Z"
+          reason: "MemAvailable under the steady floor 3.00 GiB (last 2.50 GiB) for 30.00 s (grace 30 s, phase steady)"
+          from_peer: null
+          samples: [{t: 1796106601.5, mem_available: 2684354560, psi_full_avg10: null, low: true}]
+    ports:
+      description:
+        - C(asked) (O(ports), null for all), C(unreadable_processes) and C(listening), one entry per listening
+          socket (by port, family, address) with C(port), C(family) (ipv4, ipv6), C(address), C(inode), C(uid),
+          C(pids) (every process holding it), C(pid), C(comm) and C(container) (the lowest of those pids, its
+          name and the ID of the container it runs in, from its cgroup; null when unknown or on the host) and
+          C(container_name) (when the C(docker) section lists that container).
+      returned: when asked for
+      type: dict
+      sample:
+        asked: [8000, 29501]
+        unreadable_processes: 0
+        listening:
+          - {port: 8000, family: ipv4, address: 0.0.0.0, inode: 10550, uid: 0, pids: [4242], pid: 4242,
+             comm: python3, container: null, container_name: null}
     sections:
       description: The sections gathered.
       returned: always
@@ -268,8 +347,14 @@ elapsed_ms:
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DEFAULT_DOCKER_HOST
+from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
+    DEFAULT_LOG_PATH,
+    DEFAULT_STATE_PATH,
+    DEFAULT_TRIP_PATH,
+)
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import (
     DEFAULT_CONTAINER_NAME,
+    DEFAULT_SECTIONS,
     SECTIONS,
     Options,
     Tool,
@@ -281,7 +366,12 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts impor
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "sections": {"type": "list", "elements": "str", "choices": list(SECTIONS), "default": list(SECTIONS)},
+            "sections": {
+                "type": "list",
+                "elements": "str",
+                "choices": list(SECTIONS),
+                "default": list(DEFAULT_SECTIONS),
+            },
             "fabric_interfaces": {"type": "list", "elements": "str"},
             "weights_path": {"type": "path"},
             "services": {"type": "list", "elements": "str", "default": []},
@@ -292,12 +382,19 @@ def main() -> None:
             "nvidia_smi": {"type": "path"},
             "systemctl": {"type": "path"},
             "timeout": {"type": "int", "default": 20},
+            "ports": {"type": "list", "elements": "int", "default": []},
+            "memguard_state_path": {"type": "path", "default": DEFAULT_STATE_PATH},
+            "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
+            "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
         },
         supports_check_mode=True,
     )
     params = module.params
     if params["timeout"] <= 0:
         module.fail_json(msg=f"timeout must be a positive number of seconds, found {params['timeout']}")
+    bad_ports = [port for port in params["ports"] if not 0 < port < 65536]
+    if bad_ports:
+        module.fail_json(msg=f"ports must be TCP ports (1-65535), found {bad_ports}")
     wanted = set(params["sections"])
 
     def tool(name: str, option: str, section: str) -> Tool:
@@ -318,6 +415,10 @@ def main() -> None:
         weights_path=params["weights_path"],
         services=tuple(params["services"]),
         timeout=float(params["timeout"]),
+        memguard_state_path=params["memguard_state_path"],
+        memguard_trip_path=params["memguard_trip_path"],
+        memguard_log_path=params["memguard_log_path"],
+        ports=tuple(params["ports"]),
     )
 
     def run_command(argv: list[str]) -> tuple[int, str, str]:

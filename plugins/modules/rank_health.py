@@ -65,7 +65,7 @@ exists:
   returned: always
   type: bool
 running:
-  description: The container runs.
+  description: The container runs; null when the Docker engine could not be asked (RV(error) says why).
   returned: always
   type: bool
 status:

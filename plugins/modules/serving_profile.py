@@ -36,7 +36,8 @@ options:
     description:
       - Hosts to plan for. Defaults to the hosts of O(head_group) and O(workers_group) that are in the current play,
         so an ad hoc run on C(localhost) only validates.
-      - Each host needs C(dgxspark_rank) and C(dgxspark_fabric_address), and may set C(dgxspark_overrides).
+      - Each host needs C(dgxspark_rank) and C(dgxspark_fabric_address) (an IPv4 address peers reach over the
+        fabric, checked as C(dgxspark.cluster.fabric_plan) checks it), and may set C(dgxspark_overrides).
     type: list
     elements: str
   head_group:
@@ -47,6 +48,12 @@ options:
     description: Inventory group holding the workers (ranks 1..N-1).
     type: str
     default: dgxspark_workers
+  discovered:
+    description:
+      - What the fabric found on each host's ports (host name to C(hca), C(socket_ifname), C(gid_index)), the plan's
+        one late input; it sets each rank's NCCL environment and so its spec hash. Without it each host's
+        C(fabric_nccl) variable is read (what the fabric role sets).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -110,7 +117,10 @@ plan:
       C(master_addr), C(master_port), C(api_url), C(container_name), C(memory_budget), C(warnings) and C(ranks).
     - Each rank has C(host), C(rank), C(role) (head or worker), C(fabric_address), C(container_name), C(image),
       C(argv) (the complete C(docker run) command as a list), C(environment), C(ulimits), C(labels),
-      C(spec_sha256) and C(agreement) (the settings that were compared across ranks).
+      C(spec_sha256), C(agreement) (the settings that were compared across ranks) and C(container) (the
+      C(community.docker.docker_container) parameters that start the rank, used as they are).
+    - Every C(docker_run_args) option either renders into C(container) or fails validation with the reason, so
+      a valid plan is one that starts; see the profile reference for every option.
   returned: success
   type: dict
 problems:

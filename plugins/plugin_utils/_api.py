@@ -130,4 +130,5 @@ def rank_argv(
 
 def _placeholder_address(i: int, master_addr: str) -> str:
     # Other ranks' addresses do not appear in this rank's argv; they only need to be distinct.
-    return f"::ffff:0.0.0.{i}" if master_addr != f"::ffff:0.0.0.{i}" else f"::ffff:0.0.1.{i}"
+    # 198.18.0.0/15 (RFC 2544, benchmarking): never a real cluster's address, and accepted as a fabric address.
+    return f"198.18.0.{i}" if master_addr != f"198.18.0.{i}" else f"198.18.1.{i}"

@@ -1,102 +1,189 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""`docker run` options in a profile: parsed, checked against Docker's own list, and read for limits.
+"""`docker run` options in a profile: one table, read by the validator and by the renderer alike.
 
-The option list is Docker CLI 28.2's `docker run --help` (the engine the simulated cluster runs);
-a misspelt option is caught here instead of by `docker run` in the middle of a boot.
+The table (:data:`DOCKER_RUN_OPTIONS`) has every option of Docker CLI 28.2's `docker run --help` (the
+engine the simulated cluster runs), so a misspelt option is caught here instead of by `docker run` in the
+middle of a boot. Each option either renders as a parameter of ``community.docker.docker_container`` (the
+module the vllm_container role starts a rank with), with its value read and checked the way that
+parameter needs it, or is refused with the reason and what to do instead. :func:`render_docker_args` is
+the only reader: the profile's validator reports its problems and the plan keeps its parameters, so an
+option the validator accepts is an option that starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import csv
+import ipaddress
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-# Long option -> takes a value. From `docker run --help`, Docker 28.2.2.
-DOCKER_RUN_OPTIONS: dict[str, bool] = {
-    **dict.fromkeys(
-        (
-            "--add-host --annotation --attach --blkio-weight --blkio-weight-device --cap-add --cap-drop "
-            "--cgroup-parent --cgroupns --cidfile --cpu-count --cpu-percent --cpu-period --cpu-quota "
-            "--cpu-rt-period --cpu-rt-runtime --cpu-shares --cpus --cpuset-cpus --cpuset-mems --detach-keys "
-            "--device --device-cgroup-rule --device-read-bps --device-read-iops --device-write-bps "
-            "--device-write-iops --dns --dns-option --dns-search --domainname --entrypoint --env --env-file "
-            "--expose --gpus --group-add --health-cmd --health-interval --health-retries --health-start-interval "
-            "--health-start-period --health-timeout --hostname --io-maxbandwidth --io-maxiops --ip --ip6 --ipc "
-            "--isolation --kernel-memory --label --label-file --link --link-local-ip --log-driver --log-opt "
-            "--mac-address --memory --memory-reservation --memory-swap --memory-swappiness --mount --name "
-            "--network --network-alias --oom-score-adj --pid --pids-limit --platform --publish --pull "
-            "--restart --runtime --security-opt --shm-size --stop-signal --stop-timeout --storage-opt "
-            "--sysctl --tmpfs --ulimit --user --userns --uts --volume --volume-driver --volumes-from --workdir"
-        ).split(),
-        True,
-    ),
-    **dict.fromkeys(
-        (
-            "--detach --disable-content-trust --init --interactive --no-healthcheck --oom-kill-disable "
-            "--privileged --publish-all --quiet --read-only --rm --sig-proxy --tty --use-api-socket"
-        ).split(),
-        False,
-    ),
-}
-SHORT_OPTIONS = {
-    "-a": "--attach",
-    "-c": "--cpu-shares",
-    "-d": "--detach",
-    "-e": "--env",
-    "-h": "--hostname",
-    "-i": "--interactive",
-    "-l": "--label",
-    "-m": "--memory",
-    "-p": "--publish",
-    "-P": "--publish-all",
-    "-q": "--quiet",
-    "-t": "--tty",
-    "-u": "--user",
-    "-v": "--volume",
-    "-w": "--workdir",
-}
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import did_you_mean
 
-# Options the collection renders itself, or that break a managed rank.
-RENDERED_BY_COLLECTION = {
-    "--name": "set container.name",
-    "--entrypoint": "set container.entrypoint",
-    "--detach": "every rank is started detached already",
-    "--env": "put variables in shapes.<shape>.environment, so the plan and the rank agreement see them",
-    "--env-file": "put variables in shapes.<shape>.environment, so the plan and the rank agreement see them",
-    "--label": "the collection labels every rank itself",
-    "--rm": "a removed container takes its logs with it; the boot needs them to report a failure",
-    "--interactive": "ranks run without a terminal under Ansible",
-    "--tty": "ranks run without a terminal under Ansible",
-}
+# How an option's value is kept in its parameter: one value (a later option wins, as with Docker), a list
+# (the option repeats), a map (NAME=VALUE pairs), one key of a map parameter (``healthcheck.interval``),
+# or a flag (``--init``, ``--init=false``).
+ONE = "one"
+LIST = "list"
+MAP = "map"
+KEY = "key"
+FLAG = "flag"
+
+Convert = Callable[[str | None], Any]
 
 
 @dataclass(frozen=True)
-class DockerOption:
-    name: str
-    """The long option, e.g. ``--ulimit``; an unknown one is kept as written."""
-    value: str | None
-    index: int
-    """Index of the option's first element in the argument list."""
-    known: bool
+class DockerRunOption:
+    """One `docker run` option: what it renders as, or why a rank cannot have it."""
+
+    takes_value: bool
+    parameter: str = ""
+    """The ``community.docker.docker_container`` parameter it sets; empty when it is refused."""
+    kind: str = ONE
+    convert: Convert | None = None
+    """Reads the value (None for a flag written alone); raises ``ValueError`` saying what is wrong."""
+    key: str = ""
+    """For :data:`KEY`: the key of the parameter's map that the option sets."""
+    expected: str = ""
+    """The value's form, for a problem."""
+    example: str = ""
+    """A value that renders, for the documentation and the tests."""
+    refused: str = ""
+    """Why a rank cannot have this option and what to do instead; empty when it renders."""
+    requires: tuple[str, ...] = ()
+    """Options this one needs (any of them)."""
+    conflicts: tuple[str, ...] = ()
+    """Options Docker (or the module) refuses together with this one."""
+    why: str = ""
+    """Why ``requires`` or ``conflicts`` hold."""
+
+    @property
+    def renders(self) -> bool:
+        return not self.refused
 
 
-def parse_docker_args(args: Sequence[str]) -> list[DockerOption]:
-    """Split ``["--ulimit=memlock=-1:-1", "--ipc", "host", "-e", "A=1"]`` into options."""
-    options: list[DockerOption] = []
-    i = 0
-    while i < len(args):
-        start, item = i, args[i]
-        name, sep, inline = item.partition("=") if item.startswith("--") else (item, "", "")
-        name = SHORT_OPTIONS.get(name, name)
-        takes_value = DOCKER_RUN_OPTIONS.get(name)
-        value: str | None = inline if sep else None
-        if takes_value and not sep and i + 1 < len(args):
-            # Like Docker's own parser: a value option takes the next element, whatever it looks like.
-            i += 1
-            value = args[i]
-        options.append(DockerOption(name, value, start, takes_value is not None))
-        i += 1
-    return options
+# ----------------------------------------------------------------------------- values
+
+
+def _text(value: str | None) -> str:
+    return value or ""
+
+
+def _bool(value: str | None) -> bool:
+    """A flag: alone it is true; ``=true``/``=false`` as Go's strconv.ParseBool reads them."""
+    if value is None:
+        return True
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise ValueError(f"'{value}' is not true or false")
+
+
+def _integer(low: int | None = None, high: int | None = None) -> Convert:
+    def convert(value: str | None) -> int:
+        text = _text(value).strip()
+        try:
+            number = int(text)
+        except ValueError:
+            raise ValueError(f"'{text}' is not an integer") from None
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise ValueError(
+                f"{number} is outside {low if low is not None else ''}..{high if high is not None else ''}"
+            )
+        return number
+
+    return convert
+
+
+def _cpus(value: str | None) -> float:
+    text = _text(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a number of CPUs") from None
+    if not number > 0:
+        raise ValueError(f"{text}: the number of CPUs must be above 0")
+    return number
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_MODULE_SIZE = re.compile(r"^\d+(\.\d+)?[bkmgtBKMGT]?$")
+
+
+def parse_size(text: str) -> int:
+    """Docker's size syntax (``112g``, ``16g``, ``512m``) in bytes."""
+    raw = text.strip().lower()
+    number = raw.rstrip("bkmgt")
+    unit = raw[len(number) :]
+    unit = unit[:-1] if unit.endswith("b") and len(unit) == 2 else unit
+    if unit not in _SIZE_UNITS or not number:
+        raise ValueError(f"'{text}' is not a size such as 112g")
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a size such as 112g") from None
+    return int(value * _SIZE_UNITS[unit])
+
+
+def _size(value: str | None) -> str:
+    """A size as the module reads it (``112g`` as written; ``8kb`` as 8192, since the module wants one letter)."""
+    text = _text(value).strip()
+    size = parse_size(text)
+    if size < 0:
+        raise ValueError(f"'{text}' is not a size such as 112g")
+    return text if _MODULE_SIZE.match(text) else str(size)
+
+
+def _swap(value: str | None) -> str:
+    """``--memory-swap``: a size, or -1 for unlimited swap."""
+    return "-1" if _text(value).strip() == "-1" else _size(value)
+
+
+def _pair(value: str | None) -> tuple[str, str]:
+    name, sep, setting = _text(value).partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"'{value}' is not NAME=VALUE")
+    return name.strip(), setting
+
+
+def _namespace(*modes: str, container: bool = False) -> Convert:
+    """A namespace mode: one of ``modes``, or ``container:<name>`` where Docker allows it."""
+
+    def convert(value: str | None) -> str:
+        text = _text(value).strip()
+        if text in modes or (container and text.startswith("container:") and len(text) > len("container:")):
+            return text
+        raise ValueError(f"'{text}' is not a mode Docker knows here")
+
+    return convert
+
+
+def _absolute(what: str) -> Convert:
+    def convert(value: str | None) -> str:
+        text = _text(value).strip()
+        if not text.startswith("/"):
+            raise ValueError(f"'{text}': {what} must be an absolute path")
+        return text
+
+    return convert
+
+
+def _gpus(value: str | None) -> dict[str, Any]:
+    """``--gpus all``, ``--gpus 2``, ``--gpus device=0,1`` as a device request."""
+    request: dict[str, Any] = {"driver": "nvidia", "capabilities": [["gpu"]]}
+    text = _text(value).strip().strip('"')
+    if text == "all":
+        request["count"] = -1
+    elif text.isdigit():
+        request["count"] = int(text)
+    elif text.startswith("device=") and text[len("device=") :].strip(","):
+        request["device_ids"] = [d for d in text[len("device=") :].split(",") if d]
+    else:
+        raise ValueError(f"'{text}': expected all, a count or device=<ids>")
+    return request
 
 
 @dataclass(frozen=True)
@@ -128,22 +215,709 @@ def parse_ulimit(text: str) -> tuple[str, Ulimit]:
     return name, Ulimit(soft, hard)
 
 
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+def _ulimit(value: str | None) -> str:
+    name, limit = parse_ulimit(_text(value))
+    return f"{name}:{limit.soft}:{limit.hard}"
 
 
-def parse_size(text: str) -> int:
-    """Docker's size syntax (``112g``, ``16g``, ``512m``) in bytes."""
-    raw = text.strip().lower()
-    number = raw.rstrip("bkmgt")
-    unit = raw[len(number) :]
-    unit = unit[:-1] if unit.endswith("b") and len(unit) == 2 else unit
-    if unit not in _SIZE_UNITS or not number:
-        raise ValueError(f"'{text}' is not a size such as 112g")
+def _capability(value: str | None) -> str:
+    text = _text(value).strip()
+    if not re.fullmatch(r"[A-Za-z_]+", text):
+        raise ValueError(f"'{text}': one capability per option, such as IPC_LOCK")
+    return text
+
+
+def _device(value: str | None) -> str:
+    """``/dev/x``, ``/dev/x:/dev/y`` or ``/dev/x:/dev/y:rwm``, the forms the module reads."""
+    text = _text(value).strip()
+    parts = text.split(":")
+    if len(parts) > 3 or not all(p.startswith("/") for p in parts[:2]):
+        raise ValueError(f"'{text}': expected HOST-PATH[:CONTAINER-PATH[:PERMISSIONS]] with absolute paths")
+    if len(parts) == 3 and (not parts[2] or set(parts[2]) - set("rwm")):
+        raise ValueError(f"'{text}': permissions are letters of rwm")
+    return text
+
+
+_VOLUME_MODES = frozenset(
+    "ro rw z Z consistent delegated cached rprivate private rshared shared rslave slave nocopy".split()
+)
+
+
+def _volume(value: str | None) -> str:
+    """``[SOURCE:]/container/path[:MODES]`` as the module reads it."""
+    text = _text(value).strip()
+    parts = text.split(":")
+    target = parts[1] if len(parts) > 1 else parts[0]
+    if len(parts) > 3 or not target.startswith("/") or (len(parts) > 1 and not parts[0]):
+        raise ValueError(f"'{text}': expected [SOURCE:]CONTAINER-PATH[:MODES] with an absolute container path")
+    if len(parts) == 3 and not all(m in _VOLUME_MODES for m in parts[2].split(",")):
+        raise ValueError(f"'{text}': modes are among " + ", ".join(sorted(_VOLUME_MODES)))
+    return text
+
+
+def _tmpfs(value: str | None) -> str:
+    text = _text(value).strip()
+    if not text.startswith("/"):
+        raise ValueError(f"'{text}': expected /CONTAINER-PATH[:OPTIONS]")
+    return text
+
+
+# `--mount` key -> (mounts key, how the value is read, the mount types it is valid for (None: any)).
+_MOUNT_KEYS: dict[str, tuple[str, Callable[[str | None], Any], tuple[str, ...] | None]] = {
+    "type": ("type", _text, None),
+    "source": ("source", _text, None),
+    "src": ("source", _text, None),
+    "target": ("target", _text, None),
+    "destination": ("target", _text, None),
+    "dst": ("target", _text, None),
+    "readonly": ("read_only", _bool, None),
+    "ro": ("read_only", _bool, None),
+    "consistency": ("consistency", _text, None),
+    "bind-propagation": ("propagation", _text, ("bind",)),
+    "bind-nonrecursive": ("non_recursive", _bool, ("bind",)),
+    "volume-nocopy": ("no_copy", _bool, ("volume",)),
+    "volume-driver": ("volume_driver", _text, ("volume",)),
+    "volume-subpath": ("subpath", _text, ("volume",)),
+    "image-subpath": ("subpath", _text, ("image",)),
+    "tmpfs-size": ("tmpfs_size", _size, ("tmpfs",)),
+    "tmpfs-mode": ("tmpfs_mode", lambda v: _octal(_text(v)), ("tmpfs",)),
+}
+_MOUNT_MAPS = {"volume-label": "labels", "volume-opt": "volume_options"}
+_MOUNT_TYPES = ("bind", "volume", "tmpfs", "image")
+_BIND_RECURSIVE = {
+    "enabled": None,
+    "disabled": "non_recursive",
+    "writable": "read_only_non_recursive",
+    "readonly": "read_only_force_recursive",
+}
+
+
+def _mount(value: str | None) -> dict[str, Any]:
+    """``type=bind,source=/models,target=/models,readonly`` as one of the module's ``mounts``."""
+    text = _text(value)
+    fields = next(csv.reader([text]), [])
+    mount: dict[str, Any] = {"type": "volume"}
+    typed: list[tuple[str, tuple[str, ...]]] = []
+    for item in fields:
+        name, sep, setting = item.strip().partition("=")
+        name = name.strip().lower()
+        if name in _MOUNT_MAPS:
+            key, inner = _pair(setting)
+            mount.setdefault(_MOUNT_MAPS[name], {})[key] = inner
+            typed.append((name, ("volume",)))
+        elif name == "bind-recursive":
+            if setting not in _BIND_RECURSIVE:
+                raise ValueError(f"bind-recursive={setting}: expected one of " + ", ".join(_BIND_RECURSIVE))
+            if _BIND_RECURSIVE[setting]:
+                mount[str(_BIND_RECURSIVE[setting])] = True
+            typed.append((name, ("bind",)))
+        elif name in _MOUNT_KEYS:
+            key, read, types = _MOUNT_KEYS[name]
+            if not sep and read is not _bool:
+                raise ValueError(f"'{item}': expected {name}=VALUE")
+            mount[key] = read(setting if sep else None)
+            if types:
+                typed.append((name, types))
+        else:
+            raise ValueError(f"'{name}' is not a --mount key this collection renders: " + ", ".join(_mount_keys()))
+    if mount["type"] not in _MOUNT_TYPES:
+        raise ValueError(f"type={mount['type']}: expected one of " + ", ".join(_MOUNT_TYPES))
+    if not str(mount.get("target", "")).startswith("/"):
+        raise ValueError(f"'{text}': target=/CONTAINER-PATH is needed")
+    if mount["type"] == "bind" and not mount.get("source"):
+        raise ValueError(f"'{text}': a bind mount needs source=/HOST-PATH")
+    for name, types in typed:
+        if mount["type"] not in types:
+            raise ValueError(f"{name} is for a {' or '.join(types)} mount, not {mount['type']}")
+    return mount
+
+
+def _octal(text: str) -> str:
+    if not re.fullmatch(r"[0-7]{1,4}", text):
+        raise ValueError(f"tmpfs-mode={text}: expected an octal mode such as 1777")
+    return text
+
+
+def _mount_keys() -> list[str]:
+    return sorted([*_MOUNT_KEYS, *_MOUNT_MAPS, "bind-recursive"])
+
+
+def _extra_host(value: str | None) -> tuple[str, str]:
+    """``name:ip`` or ``name=ip`` (an IPv6 address may be in brackets; ``host-gateway`` is allowed)."""
+    text = _text(value).strip()
+    name, sep, address = text.partition("=")
+    if not sep:
+        name, sep, address = text.partition(":")
+    address = address.strip().removeprefix("[").removesuffix("]")
+    if not sep or not name or not address:
+        raise ValueError(f"'{text}': expected HOST:IP")
+    if address != "host-gateway":
+        _ip(address)
+    return name, address
+
+
+def _ip(value: str | None) -> str:
+    text = _text(value).strip()
     try:
-        value = float(number)
+        return str(ipaddress.ip_address(text))
     except ValueError:
-        raise ValueError(f"'{text}' is not a size such as 112g") from None
-    return int(value * _SIZE_UNITS[unit])
+        raise ValueError(f"'{text}' is not an IP address") from None
+
+
+def _port(value: str | None) -> str:
+    text = _text(value).strip()
+    match = re.fullmatch(r"(\d+)(?:-(\d+))?(?:/(tcp|udp|sctp))?", text)
+    if not match or int(match[1]) > 65535 or (match[2] and not int(match[1]) <= int(match[2]) <= 65535):
+        raise ValueError(f"'{text}': expected PORT[-PORT][/tcp|udp|sctp]")
+    return text
+
+
+def _security_opt(value: str | None) -> str:
+    text = _text(value).strip()
+    if text.startswith(("seccomp=", "seccomp:")) and text[len("seccomp=") :] not in ("unconfined", "builtin"):
+        raise ValueError(
+            f"'{text}': the docker CLI reads a seccomp profile file itself; "
+            "community.docker.docker_container would pass the path as it is"
+        )
+    return text
+
+
+_DURATION = re.compile(r"^((\d+)h)?((\d+)m(?!s))?((\d+)s)?((\d+)ms)?((\d+)us)?$")
+
+
+def _duration(value: str | None) -> str:
+    """A duration as the module reads it: ``30s``, ``1m30s``, ``500ms``."""
+    text = _text(value).strip()
+    if not text or not _DURATION.match(text):
+        raise ValueError(f"'{text}': expected a duration such as 30s, 1m30s or 500ms (units h, m, s, ms, us)")
+    return text
+
+
+def _health_cmd(value: str | None) -> list[str]:
+    return ["CMD-SHELL", _text(value)]
+
+
+def _no_healthcheck(value: str | None) -> list[str]:
+    if not _bool(value):
+        raise ValueError("write --no-healthcheck alone, or leave it out")
+    return ["NONE"]
+
+
+def _rate(read: Callable[[str], Any]) -> Convert:
+    """``PATH:RATE`` as ``{"path": ..., "rate": ...}``."""
+
+    def convert(value: str | None) -> dict[str, Any]:
+        text = _text(value).strip()
+        path, sep, rate = text.rpartition(":")
+        if not sep or not path.startswith("/"):
+            raise ValueError(f"'{text}': expected /DEVICE-PATH:RATE")
+        return {"path": path, "rate": read(rate)}
+
+    return convert
+
+
+def _bytes_rate(text: str) -> str:
+    rate = _size(text)
+    if parse_size(rate) <= 0:
+        raise ValueError(f"'{text}': a rate above 0")
+    return rate
+
+
+def _iops(text: str) -> int:
+    return int(_integer(1)(text))
+
+
+def _restart(value: str | None) -> str:
+    if _text(value).strip() != "no":
+        raise ValueError(
+            "automatic restarts make a memory-starved node worse (one report: ~35 restarts leaked "
+            "memory until sshd hung); the collection never restarts a rank on its own"
+        )
+    return "no"
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def _renders(
+    parameter: str,
+    convert: Convert | None = None,
+    *,
+    kind: str = ONE,
+    key: str = "",
+    expected: str = "",
+    example: str = "",
+    requires: tuple[str, ...] = (),
+    conflicts: tuple[str, ...] = (),
+    why: str = "",
+    takes_value: bool = True,
+) -> DockerRunOption:
+    return DockerRunOption(
+        takes_value,
+        parameter,
+        kind,
+        convert,
+        key,
+        expected,
+        example,
+        "",
+        requires,
+        conflicts,
+        why,
+    )
+
+
+def _flag(parameter: str) -> DockerRunOption:
+    return DockerRunOption(False, parameter, FLAG, _bool, expected="the flag alone, or =true / =false")
+
+
+def _refused(reason: str, takes_value: bool = True) -> DockerRunOption:
+    return DockerRunOption(takes_value, refused=reason)
+
+
+_HOST_NETWORK = (
+    "ranks run on the host's network (--network=host): there is no container network to give addresses, "
+    "aliases, links or published ports on"
+)
+_NO_PARAMETER = "community.docker.docker_container has no parameter for it"
+_WINDOWS = "a Windows container option; " + _NO_PARAMETER
+_ENVIRONMENT = "put variables in shapes.<shape>.environment, so the plan and the rank agreement see them"
+_NO_TERMINAL = "ranks run detached, without a terminal, under Ansible"
+_HEALTH = ("--health-cmd", "--health-interval", "--health-retries", "--health-start-interval")
+_HEALTH += ("--health-start-period", "--health-timeout")
+
+DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
+    "--add-host": _renders(
+        "etc_hosts",
+        _extra_host,
+        kind=MAP,
+        expected="HOST:IP (or HOST=IP, IP may be host-gateway)",
+        example="head:10.99.3.1",
+    ),
+    "--annotation": _refused(_NO_PARAMETER),
+    "--attach": _refused(_NO_TERMINAL),
+    "--blkio-weight": _renders("blkio_weight", _integer(0, 1000), expected="10..1000 (0: off)", example="500"),
+    "--blkio-weight-device": _refused(_NO_PARAMETER + " (use --blkio-weight)"),
+    "--cap-add": _renders("capabilities", _capability, kind=LIST, expected="one capability", example="SYS_NICE"),
+    "--cap-drop": _renders("cap_drop", _capability, kind=LIST, expected="one capability", example="MKNOD"),
+    "--cgroup-parent": _renders("cgroup_parent", expected="a cgroup", example="dgxspark.slice"),
+    "--cgroupns": _renders("cgroupns_mode", _namespace("host", "private"), expected="host | private", example="host"),
+    "--cidfile": _refused("the docker CLI writes that file; the collection finds a rank by its container name"),
+    "--cpu-count": _refused(_WINDOWS),
+    "--cpu-percent": _refused(_WINDOWS),
+    "--cpu-period": _renders("cpu_period", _integer(1000, 1000000), expected="microseconds", example="100000"),
+    "--cpu-quota": _renders("cpu_quota", _integer(-1), expected="microseconds (-1: none)", example="800000"),
+    "--cpu-rt-period": _refused(_NO_PARAMETER),
+    "--cpu-rt-runtime": _refused(_NO_PARAMETER),
+    "--cpu-shares": _renders("cpu_shares", _integer(0), expected="a relative weight", example="1024"),
+    "--cpus": _renders(
+        "cpus",
+        _cpus,
+        expected="a number of CPUs",
+        example="16",
+        conflicts=("--cpu-period", "--cpu-quota"),
+        why="Docker refuses --cpus together with a CFS period or quota",
+    ),
+    "--cpuset-cpus": _renders("cpuset_cpus", expected="CPUs such as 0-15 or 0,2", example="0-15"),
+    "--cpuset-mems": _renders("cpuset_mems", expected="memory nodes such as 0", example="0"),
+    "--detach-keys": _refused(_NO_TERMINAL),
+    "--device": _renders(
+        "devices", _device, kind=LIST, expected="HOST-PATH[:CONTAINER-PATH[:rwm]]", example="/dev/nvidia0"
+    ),
+    "--device-cgroup-rule": _renders(
+        "device_cgroup_rules", kind=LIST, expected="a cgroup rule such as 'c 231:* rwm'", example="c 231:* rwm"
+    ),
+    "--device-read-bps": _renders(
+        "device_read_bps",
+        _rate(_bytes_rate),
+        kind=LIST,
+        expected="/DEVICE:RATE such as /dev/nvme0n1:500m",
+        example="/dev/nvme0n1:500m",
+    ),
+    "--device-read-iops": _renders(
+        "device_read_iops", _rate(_iops), kind=LIST, expected="/DEVICE:IOPS", example="/dev/nvme0n1:20000"
+    ),
+    "--device-write-bps": _renders(
+        "device_write_bps",
+        _rate(_bytes_rate),
+        kind=LIST,
+        expected="/DEVICE:RATE such as /dev/nvme0n1:500m",
+        example="/dev/nvme0n1:500m",
+    ),
+    "--device-write-iops": _renders(
+        "device_write_iops", _rate(_iops), kind=LIST, expected="/DEVICE:IOPS", example="/dev/nvme0n1:20000"
+    ),
+    "--dns": _renders("dns_servers", _ip, kind=LIST, expected="an IP address", example="10.99.0.53"),
+    "--dns-option": _renders("dns_opts", kind=LIST, expected="a resolv.conf option", example="ndots:1"),
+    "--dns-search": _renders("dns_search_domains", kind=LIST, expected="a domain", example="cluster.internal"),
+    "--domainname": _renders("domainname", expected="a domain", example="cluster.internal"),
+    "--entrypoint": _refused("set container.entrypoint: the collection renders it for every rank"),
+    "--env": _refused(_ENVIRONMENT),
+    "--env-file": _refused(_ENVIRONMENT),
+    "--expose": _renders("exposed_ports", _port, kind=LIST, expected="PORT[-PORT][/PROTOCOL]", example="8000"),
+    "--gpus": _renders("device_requests", _gpus, kind=LIST, expected="all, a count or device=<ids>", example="all"),
+    "--group-add": _renders("groups", kind=LIST, expected="a group name or id", example="video"),
+    "--health-cmd": _renders(
+        "healthcheck",
+        _health_cmd,
+        kind=KEY,
+        key="test",
+        expected="a shell command",
+        example="curl -fs http://127.0.0.1:8000/health",
+    ),
+    "--health-interval": _renders(
+        "healthcheck", _duration, kind=KEY, key="interval", expected="a duration such as 30s", example="30s"
+    ),
+    "--health-retries": _renders(
+        "healthcheck", _integer(0), kind=KEY, key="retries", expected="an integer", example="3"
+    ),
+    "--health-start-interval": _renders(
+        "healthcheck", _duration, kind=KEY, key="start_interval", expected="a duration such as 5s", example="5s"
+    ),
+    "--health-start-period": _renders(
+        "healthcheck", _duration, kind=KEY, key="start_period", expected="a duration such as 10m", example="10m"
+    ),
+    "--health-timeout": _renders(
+        "healthcheck", _duration, kind=KEY, key="timeout", expected="a duration such as 5s", example="5s"
+    ),
+    "--hostname": _renders("hostname", expected="a host name", example="spark-rank"),
+    "--io-maxbandwidth": _refused(_WINDOWS),
+    "--io-maxiops": _refused(_WINDOWS),
+    "--ip": _refused(_HOST_NETWORK),
+    "--ip6": _refused(_HOST_NETWORK),
+    "--ipc": _renders(
+        "ipc_mode",
+        _namespace("none", "private", "shareable", "host", container=True),
+        expected="host | private | shareable | none | container:<name>",
+        example="host",
+    ),
+    "--isolation": _refused(_WINDOWS),
+    "--kernel-memory": _refused("deprecated: Docker ignores it on cgroup v2 (DGX OS); use --memory"),
+    "--label": _refused("the collection labels every rank itself (profile and spec digests)"),
+    "--label-file": _refused("the collection labels every rank itself (profile and spec digests)"),
+    "--link": _refused(_HOST_NETWORK),
+    "--link-local-ip": _refused(_HOST_NETWORK),
+    "--log-driver": _renders("log_driver", expected="a logging driver", example="json-file"),
+    "--log-opt": _renders(
+        "log_options",
+        _pair,
+        kind=MAP,
+        expected="NAME=VALUE",
+        example="max-size=100m",
+        requires=("--log-driver",),
+        why="community.docker.docker_container applies log options only with a log driver named "
+        "(json-file is Docker's default)",
+    ),
+    "--mac-address": _refused(_HOST_NETWORK),
+    "--memory": _renders("memory", _size, expected="a size such as 112g", example="112g"),
+    "--memory-reservation": _renders("memory_reservation", _size, expected="a size such as 100g", example="100g"),
+    "--memory-swap": _renders(
+        "memory_swap",
+        _swap,
+        expected="a size such as 112g, or -1",
+        example="112g",
+        requires=("--memory",),
+        why="Docker refuses a swap limit without a memory limit",
+    ),
+    "--memory-swappiness": _renders("memory_swappiness", _integer(-1, 100), expected="0..100", example="0"),
+    "--mount": _renders(
+        "mounts",
+        _mount,
+        kind=LIST,
+        expected="type=bind,source=/HOST-PATH,target=/CONTAINER-PATH[,readonly]",
+        example="type=bind,source=/models,target=/models,readonly",
+    ),
+    "--name": _refused("set container.name: every rank's container has the plan's name"),
+    "--network": _renders("network_mode", expected="host", example="host"),
+    "--network-alias": _refused(_HOST_NETWORK),
+    "--oom-score-adj": _renders("oom_score_adj", _integer(-1000, 1000), expected="-1000..1000", example="-500"),
+    "--pid": _renders(
+        "pid_mode", _namespace("host", container=True), expected="host | container:<name>", example="host"
+    ),
+    "--pids-limit": _renders("pids_limit", _integer(-1), expected="an integer (-1: unlimited)", example="65536"),
+    "--platform": _renders("platform", expected="os[/arch[/variant]]", example="linux/arm64"),
+    "--publish": _refused(_HOST_NETWORK + "; the head serves on container.api_port of the host"),
+    "--pull": _refused("ranks never pull (images come without a registry): load the image on every node"),
+    "--restart": _renders("restart_policy", _restart, expected='"no", or no --restart', example="no"),
+    "--runtime": _renders("runtime", expected="a runtime such as nvidia", example="nvidia"),
+    "--security-opt": _renders(
+        "security_opts",
+        _security_opt,
+        kind=LIST,
+        expected="an option such as seccomp=unconfined",
+        example="seccomp=unconfined",
+    ),
+    "--shm-size": _renders("shm_size", _size, expected="a size such as 16g", example="16g"),
+    "--stop-signal": _renders("stop_signal", expected="a signal", example="SIGINT"),
+    "--stop-timeout": _renders("stop_timeout", _integer(-1), expected="seconds", example="60"),
+    "--storage-opt": _renders("storage_opts", _pair, kind=MAP, expected="NAME=VALUE", example="size=120G"),
+    "--sysctl": _renders("sysctls", _pair, kind=MAP, expected="NAME=VALUE", example="net.core.somaxconn=4096"),
+    "--tmpfs": _renders("tmpfs", _tmpfs, kind=LIST, expected="/CONTAINER-PATH[:OPTIONS]", example="/scratch:size=1g"),
+    "--ulimit": _renders(
+        "ulimits", _ulimit, kind=LIST, expected="NAME=SOFT[:HARD], -1 for unlimited", example="nofile=1048576:1048576"
+    ),
+    "--user": _renders("user", expected="USER[:GROUP]", example="1000:1000"),
+    "--userns": _renders("userns_mode", _namespace("host"), expected="host", example="host"),
+    "--uts": _renders("uts", _namespace("host"), expected="host", example="host"),
+    "--volume": _renders(
+        "volumes", _volume, kind=LIST, expected="[SOURCE:]/CONTAINER-PATH[:MODES]", example="/models:/models:ro"
+    ),
+    "--volume-driver": _renders("volume_driver", expected="a volume driver", example="local"),
+    "--volumes-from": _renders("volumes_from", kind=LIST, expected="a container", example="model-cache"),
+    "--workdir": _renders(
+        "working_dir", _absolute("the working directory"), expected="an absolute path", example="/workspace"
+    ),
+    # flags
+    "--detach": _refused("every rank is started detached already", takes_value=False),
+    "--disable-content-trust": _refused("ranks never pull, so there is no image to verify", takes_value=False),
+    "--init": _flag("init"),
+    "--interactive": _refused(_NO_TERMINAL, takes_value=False),
+    "--no-healthcheck": _renders(
+        "healthcheck",
+        _no_healthcheck,
+        kind=KEY,
+        key="test",
+        expected="the flag alone",
+        conflicts=_HEALTH,
+        why="Docker refuses --no-healthcheck with any --health-* option",
+        takes_value=False,
+    ),
+    "--oom-kill-disable": _flag("oom_killer"),
+    "--privileged": _flag("privileged"),
+    "--publish-all": _refused(_HOST_NETWORK, takes_value=False),
+    "--quiet": _refused("it only quiets the docker CLI's pull output; ranks never pull", takes_value=False),
+    "--read-only": _flag("read_only"),
+    "--rm": _refused(
+        "a removed container takes its logs with it; the boot needs them to report a failure", takes_value=False
+    ),
+    "--sig-proxy": _refused(_NO_TERMINAL + ": there is no client to proxy signals from", takes_value=False),
+    "--tty": _refused(_NO_TERMINAL, takes_value=False),
+    "--use-api-socket": _refused(_NO_PARAMETER + " (and a rank has no use for the Docker API)", takes_value=False),
+}
+SHORT_OPTIONS = {
+    "-a": "--attach",
+    "-c": "--cpu-shares",
+    "-d": "--detach",
+    "-e": "--env",
+    "-h": "--hostname",
+    "-i": "--interactive",
+    "-l": "--label",
+    "-m": "--memory",
+    "-p": "--publish",
+    "-P": "--publish-all",
+    "-q": "--quiet",
+    "-t": "--tty",
+    "-u": "--user",
+    "-v": "--volume",
+    "-w": "--workdir",
+}
+RENDERED = frozenset(name for name, row in DOCKER_RUN_OPTIONS.items() if row.renders)
+"""The options that render: the only ones a "did you mean" suggests."""
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class DockerOption:
+    name: str
+    """The long option, e.g. ``--ulimit``; an unknown one is kept as written."""
+    value: str | None
+    index: int
+    """Index of the option's first element in the argument list."""
+    known: bool
+    text: str = ""
+    """The option as written (both elements of ``--ipc host``)."""
+
+
+def parse_docker_args(args: Sequence[str]) -> list[DockerOption]:
+    """Split ``["--ulimit=memlock=-1:-1", "--ipc", "host", "-e", "A=1"]`` into options."""
+    options: list[DockerOption] = []
+    i = 0
+    while i < len(args):
+        start, item = i, args[i]
+        name, sep, inline = item.partition("=") if item.startswith("--") else (item, "", "")
+        name = SHORT_OPTIONS.get(name, name)
+        row = DOCKER_RUN_OPTIONS.get(name)
+        value: str | None = inline if sep else None
+        if row is not None and row.takes_value and not sep and i + 1 < len(args):
+            # Like Docker's own parser: a value option takes the next element, whatever it looks like.
+            i += 1
+            value = args[i]
+        options.append(DockerOption(name, value, start, row is not None, " ".join(args[start : i + 1])))
+        i += 1
+    return options
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+@dataclass(frozen=True)
+class OptionProblem:
+    """Why one option of a ``docker_run_args`` list cannot start a rank."""
+
+    index: int
+    """Index of the option's first element, to name its JSON path."""
+    option: str
+    message: str
+    found: Any = None
+    expected: str = ""
+    hint: str = ""
+
+
+@dataclass
+class RenderedArgs:
+    params: dict[str, Any] = field(default_factory=dict)
+    """The ``community.docker.docker_container`` parameters the options set."""
+    problems: list[OptionProblem] = field(default_factory=list)
+
+
+def render_docker_args(args: Sequence[str]) -> RenderedArgs:
+    """Read every option through :data:`DOCKER_RUN_OPTIONS`: its parameters, or a problem naming it."""
+    result = RenderedArgs()
+    params = result.params
+    kept: list[tuple[DockerOption, Any]] = []
+    for option in parse_docker_args(args):
+        row = DOCKER_RUN_OPTIONS.get(option.name)
+        problem = _problem(option, row)
+        if problem is not None:
+            result.problems.append(problem)
+            continue
+        assert row is not None
+        try:
+            value = row.convert(option.value) if row.convert else option.value
+        except ValueError as exc:
+            result.problems.append(
+                OptionProblem(option.index, option.name, f"bad {option.name}: {exc}", option.value, row.expected)
+            )
+            continue
+        kept.append((option, value))
+        if row.kind == LIST:
+            params.setdefault(row.parameter, []).append(value)
+        elif row.kind == MAP:
+            params.setdefault(row.parameter, {})[value[0]] = value[1]
+        elif row.kind == KEY:
+            params.setdefault(row.parameter, {})[row.key] = value
+        else:
+            params[row.parameter] = value
+    result.problems += _between_options(kept, params)
+    health = params.get("healthcheck")
+    if health is not None and "test" not in health:
+        # As the docker CLI does: --health-interval alone keeps the image's own test.
+        health["test_cli_compatible"] = True
+    return result
+
+
+def _problem(option: DockerOption, row: DockerRunOption | None) -> OptionProblem | None:
+    if row is None:
+        hint = did_you_mean(option.name, RENDERED)
+        return OptionProblem(option.index, option.name, "not a `docker run` option", option.text, hint=hint)
+    if row.refused:
+        return OptionProblem(
+            option.index, option.name, f"{option.name} is not allowed here", option.text, hint=row.refused
+        )
+    if row.takes_value and not (option.value or "").strip():
+        return OptionProblem(
+            option.index, option.name, f"{option.name} needs a value", option.text, f"{option.name}={row.expected}"
+        )
+    return None
+
+
+# Sysctls Docker allows in a container (its CLI's list; runc's validator agrees), by their namespace.
+_IPC_SYSCTLS = frozenset(
+    "kernel.msgmax kernel.msgmnb kernel.msgmni kernel.sem kernel.shmall kernel.shmmax kernel.shmmni "
+    "kernel.shm_rmid_forced".split()
+)
+
+
+def _sysctl_namespace(name: str) -> tuple[str, str] | None:
+    """The option sharing a sysctl's namespace and the namespace's name; None when it has none."""
+    if name in _IPC_SYSCTLS or name.startswith("fs.mqueue."):
+        return "--ipc", "IPC"
+    if name.startswith("net."):
+        return "--network", "network"
+    return None
+
+
+def _between_options(kept: Sequence[tuple[DockerOption, Any]], params: Mapping[str, Any]) -> list[OptionProblem]:
+    """What Docker (or the module) refuses about options together, each at the option it concerns."""
+    problems: list[OptionProblem] = []
+    present = {option.name for option, _value in kept}
+    modes = {"--ipc": params.get("ipc_mode"), "--network": params.get("network_mode"), "--uts": params.get("uts")}
+    targets: dict[str, str] = {}
+    for option, value in kept:
+        row = DOCKER_RUN_OPTIONS[option.name]
+        if row.requires and not present & set(row.requires):
+            problems.append(
+                OptionProblem(
+                    option.index,
+                    option.name,
+                    f"{option.name} without {' or '.join(row.requires)}",
+                    option.text,
+                    f"{row.requires[0]} as well",
+                    row.why,
+                )
+            )
+        clashing = sorted(present & set(row.conflicts))
+        if clashing:
+            problems.append(
+                OptionProblem(
+                    option.index,
+                    option.name,
+                    f"{option.name} together with {', '.join(clashing)}",
+                    option.text,
+                    "one or the other",
+                    row.why,
+                )
+            )
+        if option.name == "--sysctl":
+            namespace = _sysctl_namespace(value[0])
+            if namespace is None or modes[namespace[0]] == "host":
+                why = (
+                    "it is not in a namespace of its own, so Docker refuses to set it for one container"
+                    if namespace is None
+                    else f"the rank shares the host's {namespace[1]} namespace ({namespace[0]}=host), "
+                    "where Docker refuses to set it"
+                )
+                problems.append(
+                    OptionProblem(
+                        option.index,
+                        option.name,
+                        f"--sysctl {value[0]} cannot be set in a rank: {why}",
+                        option.text,
+                        hint="set it on the node instead (sysctl.d)",
+                    )
+                )
+        target = _target(option.name, value)
+        if target is not None:
+            if target in targets:
+                problems.append(
+                    OptionProblem(
+                        option.index,
+                        option.name,
+                        f"{option.name}: {target} is mounted twice (first by {targets[target]})",
+                        option.text,
+                        "one mount per container path",
+                        "Docker refuses a duplicate mount point",
+                    )
+                )
+            targets.setdefault(target, option.text)
+    return problems
+
+
+def _target(name: str, value: Any) -> str | None:
+    """The container path an option mounts on, if it mounts."""
+    if name == "--volume":
+        parts = str(value).split(":")
+        return parts[1] if len(parts) > 1 else parts[0]
+    if name == "--mount":
+        return str(value["target"])
+    if name == "--tmpfs":
+        return str(value).split(":", 1)[0]
+    return None
+
+
+# ----------------------------------------------------------------------------- reading limits
 
 
 def container_ulimits(args: Sequence[str]) -> dict[str, Ulimit]:

@@ -22,6 +22,8 @@ Cabling (``dgxspark_fabric_cabling``, per host, overrides the convention): a map
 port to the far end, ``peer-host`` or ``peer-host/peer-port``; on a switch, port to ``switch``.
 The convention (the simulated cluster's and the shipped inventories'): rank i ``enp1s0f1np1`` to
 rank (i+1) % n ``enp1s0f0np0`` for triangle and ring; every rank's ``enp1s0f1np1`` to the switch.
+
+Hosts are ``_inventory.Host`` and are checked by ``_inventory.check_hosts``, as the serving plan's are.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     ADDRESS_VAR,
     CABLING_VAR,
-    RANK_VAR,
-    as_rank,
+    Host,
+    check_hosts,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import topology_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
@@ -55,15 +57,8 @@ ICMP_OVERHEAD = 28
 NETWORKD_PREFIX = "10-dgxspark-fabric"
 
 
-@dataclass(frozen=True)
-class FabricHost:
-    """A host as the inventory describes it (values unchecked)."""
-
-    name: str
-    rank: Any = None
-    address: Any = None
-    cabling: Any = None
-    """Port -> ``peer-host``, ``peer-host/peer-port`` or ``switch``; None: the convention."""
+FabricHost = Host
+"""The fabric plan's former name for :class:`Host` (same fields in the same order): kept for callers."""
 
 
 @dataclass(frozen=True)
@@ -165,22 +160,9 @@ def default_cabling(topology: str, names_by_rank: Sequence[str]) -> dict[str, di
     }
 
 
-def fabric_hosts_from_inventory(hostvars: Mapping[str, Mapping[str, Any]], names: Sequence[str]) -> list[FabricHost]:
-    """The hosts ``names`` with the variables the fabric plan reads."""
-    return [
-        FabricHost(
-            name,
-            hostvars.get(name, {}).get(RANK_VAR),
-            hostvars.get(name, {}).get(ADDRESS_VAR),
-            hostvars.get(name, {}).get(CABLING_VAR),
-        )
-        for name in names
-    ]
-
-
 def fabric_plan(
     topology: str,
-    hosts: Sequence[FabricHost],
+    hosts: Sequence[Host],
     mtu: Any = DEFAULT_MTU,
     prefix: Any = DEFAULT_PREFIX,
 ) -> dict[str, HostFabric]:
@@ -188,7 +170,7 @@ def fabric_plan(
     problem found."""
     out = Collector("inventory")
     topology_ok = _check_settings(topology, len(hosts), mtu, prefix, out)
-    ranked, ranks_ok = _check_hosts(hosts, out)
+    ranked, ranks_ok = check_hosts(hosts, out)
     if not (topology_ok and ranks_ok):
         # The cabling cannot be read without a known topology and one host per rank.
         out.raise_if_errors()
@@ -196,13 +178,13 @@ def fabric_plan(
     prefix_ok = _prefix_ok(prefix)
     names = [h.name for h in ranked]
     rank_of = {h.name: int(h.rank) for h in ranked}
-    address_of = {h.name: str(h.address) for h in ranked}
+    address_of = {h.name: str(h.fabric_address) for h in ranked}
     defaults = default_cabling(topology, names)
     cabling = {h.name: h.cabling if h.cabling is not None else defaults[h.name] for h in ranked}
     ends = _parse_cabling(topology, cabling, rank_of, out)
     if topology == SWITCH:
         if prefix_ok:
-            _check_prefix([h for h in ranked if h.address is not None], int(prefix), out)
+            _check_prefix([h for h in ranked if h.fabric_address is not None], int(prefix), out)
         plan = _switch_plan(ranked, ends, int(mtu), int(prefix) if prefix_ok else DEFAULT_PREFIX, out)
     else:
         plan = _direct_plan(ranked, ends, int(mtu), address_of, out)
@@ -250,91 +232,26 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_hosts(hosts: Sequence[FabricHost], out: Collector) -> tuple[list[FabricHost], bool]:
-    """Ranks 0..n-1 once each, one valid and distinct IPv4 address per host; the hosts by rank, and
-    whether the ranks are usable."""
-    by_rank: dict[int, list[str]] = {}
-    by_address: dict[str, list[str]] = {}
-    ranked: list[FabricHost] = []
-    for host in hosts:
-        where = f"host {host.name}"
-        rank = as_rank(host.rank)
-        if host.rank is None:
-            out.error(f"{where}: {RANK_VAR}", "no rank given", expected="an integer (0 for the head)")
-        elif rank is None:
-            out.error(f"{where}: {RANK_VAR}", "not a rank", found=host.rank, expected="an integer >= 0")
-        else:
-            by_rank.setdefault(rank, []).append(host.name)
-        address = _ipv4(host.address)
-        if host.address is None or host.address == "":
-            out.error(
-                f"{where}: {ADDRESS_VAR}",
-                "no fabric address",
-                expected="one IPv4 address per host",
-                hint="set it in the inventory (the sim: 10.99.<N>.<rank+1>)",
-            )
-        elif address is None:
-            out.error(f"{where}: {ADDRESS_VAR}", "not an IPv4 address", found=host.address, expected="an IPv4 address")
-        else:
-            by_address.setdefault(address, []).append(host.name)
-        ranked.append(FabricHost(host.name, rank, address, host.cabling))
-    for rank, owners in sorted(by_rank.items()):
-        if len(owners) > 1:
-            out.error(
-                f"{RANK_VAR} {rank}", "the same rank on several hosts", found=owners, expected="one host per rank"
-            )
-    expected = set(range(len(hosts)))
-    if by_rank and set(by_rank) != expected and sum(map(len, by_rank.values())) == len(hosts):
-        out.error(
-            RANK_VAR,
-            "ranks must be 0..N-1 with none missing",
-            found=sorted(by_rank),
-            expected=f"{sorted(expected)} (missing {sorted(expected - set(by_rank))})",
-        )
-    for address, owners in sorted(by_address.items()):
-        if len(owners) > 1:
-            out.error(
-                f"{ADDRESS_VAR} {address}",
-                "the same fabric address on several hosts",
-                found=owners,
-                expected="one address per host",
-            )
-    ranks_ok = all(len(owners) == 1 for owners in by_rank.values()) and set(by_rank) == expected
-    return sorted(ranked, key=lambda h: h.rank if h.rank is not None else 1 << 30), ranks_ok
-
-
-def _ipv4(value: Any) -> str | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        address = ipaddress.ip_address(str(value).strip())
-    except ValueError:
-        return None
-    if address.version != 4 or address.is_unspecified or address.is_multicast or address.is_loopback:
-        return None
-    return str(address)
-
-
-def _check_prefix(hosts: Sequence[FabricHost], prefix: int, out: Collector) -> None:
+def _check_prefix(hosts: Sequence[Host], prefix: int, out: Collector) -> None:
     """On a switch every address must be a host address of one prefix (the head's)."""
     if not hosts:
         return
-    network = ipaddress.ip_network(f"{hosts[0].address}/{prefix}", strict=False)
-    outside = [h for h in hosts if ipaddress.ip_address(str(h.address)) not in network]
+    network = ipaddress.ip_network(f"{hosts[0].fabric_address}/{prefix}", strict=False)
+    outside = [h for h in hosts if ipaddress.ip_address(str(h.fabric_address)) not in network]
     for host in outside:
         out.error(
             f"host {host.name}: {ADDRESS_VAR}",
             f"not in the switch's prefix {network} (rank {hosts[0].rank}, {hosts[0].name})",
-            found=host.address,
+            found=host.fabric_address,
             expected=f"an address in {network}",
         )
     for host in hosts:
-        address = ipaddress.ip_address(str(host.address))
+        address = ipaddress.ip_address(str(host.fabric_address))
         if host not in outside and address in (network.network_address, network.broadcast_address):
             out.error(
                 f"host {host.name}: {ADDRESS_VAR}",
                 f"the network or broadcast address of {network}",
-                found=host.address,
+                found=host.fabric_address,
                 expected="a host address",
             )
 
@@ -384,7 +301,7 @@ def _parse_cabling(topology: str, cabling: Mapping[str, Any], rank_of: Mapping[s
 
 
 def _direct_plan(
-    hosts: Sequence[FabricHost],
+    hosts: Sequence[Host],
     ends: Sequence[_End],
     mtu: int,
     address_of: Mapping[str, str],
@@ -536,7 +453,7 @@ def _distances(source: str, links: Mapping[str, Sequence[tuple[str, str, str]]])
     return distance
 
 
-def _check_connected(hosts: Sequence[FabricHost], neighbours: Mapping[str, Sequence[str]], out: Collector) -> None:
+def _check_connected(hosts: Sequence[Host], neighbours: Mapping[str, Sequence[str]], out: Collector) -> None:
     if not hosts:
         return
     start = hosts[0].name
@@ -562,7 +479,7 @@ def _check_connected(hosts: Sequence[FabricHost], neighbours: Mapping[str, Seque
 
 
 def _switch_plan(
-    hosts: Sequence[FabricHost], ends: Sequence[_End], mtu: int, prefix: int, out: Collector
+    hosts: Sequence[Host], ends: Sequence[_End], mtu: int, prefix: int, out: Collector
 ) -> dict[str, HostFabric]:
     ports: dict[str, list[_End]] = {h.name: [] for h in hosts}
     for end in ends:
@@ -590,14 +507,14 @@ def _switch_plan(
     port_of = {h.name: ports[h.name][0].port for h in hosts}
     for host in hosts:
         end = ports[host.name][0]
-        interface = Interface(end.port, mtu, f"{host.address}/{prefix}", None, end.peer_host, end.peer_port)
+        interface = Interface(end.port, mtu, f"{host.fabric_address}/{prefix}", None, end.peer_host, end.peer_port)
         checks = [
             Check(
                 host.name,
                 int(host.rank),
                 other.name,
                 int(other.rank),
-                str(other.address),
+                str(other.fabric_address),
                 end.port,
                 None,
                 None,
@@ -608,7 +525,9 @@ def _switch_plan(
             for other in hosts
             if other.name != host.name
         ]
-        plan[host.name] = HostFabric(host.name, int(host.rank), str(host.address), mtu, [interface], [], False, checks)
+        plan[host.name] = HostFabric(
+            host.name, int(host.rank), str(host.fabric_address), mtu, [interface], [], False, checks
+        )
     return plan
 
 

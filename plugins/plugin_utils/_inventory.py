@@ -1,10 +1,21 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The inventory's names for a cluster, and how its values are read, shared by the plan and the fabric."""
+"""The inventory's hosts for a cluster: their names, one host model, and one check of it.
+
+The serving plan and the fabric plan read the same hosts (``Host``) and check them the same way
+(:func:`check_hosts`): one rank per host, 0..N-1, and one fabric address per host that peers can reach
+over the fabric (IPv4: the fabric's routes, networkd files and do-not-fragment pings are IPv4). So an
+address the fabric cannot use fails the serving plan with the problem the fabric plan gives.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
 
 HEAD_GROUP = "dgxspark_head"
 WORKERS_GROUP = "dgxspark_workers"
@@ -16,6 +27,55 @@ CABLING_VAR = "dgxspark_fabric_cabling"
 FABRIC_NCCL_VAR = "fabric_nccl"
 
 
+@dataclass(frozen=True)
+class Host:
+    """A cluster host as the inventory describes it. Values are as found until :func:`check_hosts` has read
+    them; the hosts it returns have ``rank`` as an int and ``fabric_address`` as a normalised IPv4 address
+    (None where the value was unusable, which is then a problem)."""
+
+    name: str
+    rank: Any = None
+    """``dgxspark_rank``."""
+    fabric_address: Any = None
+    """``dgxspark_fabric_address``."""
+    cabling: Any = None
+    """``dgxspark_fabric_cabling``: port -> ``peer-host``, ``peer-host/peer-port`` or ``switch``; None: the
+    convention."""
+    head: bool = False
+    """In the head group."""
+    overrides: Any = None
+    """``dgxspark_overrides``: the host's own profile settings."""
+    discovered: Any = None
+    """What the fabric role found on the host's ports (``fabric_nccl``): hca, socket_ifname, gid_index."""
+
+
+def hosts_from_inventory(
+    hostvars: Mapping[str, Mapping[str, Any]],
+    groups: Mapping[str, Sequence[str]],
+    head_group: str = HEAD_GROUP,
+    workers_group: str = WORKERS_GROUP,
+) -> tuple[list[Host], list[str]]:
+    """The head and worker hosts of an inventory (head first) with every variable the plans read, and any
+    host that is (wrongly) in both groups."""
+    heads = list(groups.get(head_group, []))
+    workers = list(groups.get(workers_group, []))
+    hosts = []
+    for name in list(dict.fromkeys(heads + workers)):
+        variables = hostvars.get(name, {})
+        hosts.append(
+            Host(
+                name,
+                rank=variables.get(RANK_VAR),
+                fabric_address=variables.get(ADDRESS_VAR),
+                cabling=variables.get(CABLING_VAR),
+                head=name in heads,
+                overrides=variables.get(OVERRIDES_VAR),
+                discovered=variables.get(FABRIC_NCCL_VAR),
+            )
+        )
+    return hosts, [h for h in heads if h in workers]
+
+
 def as_rank(value: Any) -> int | None:
     """A rank from the inventory: an integer >= 0, or its digits as text (INI inventories); else None."""
     if isinstance(value, bool):
@@ -25,3 +85,129 @@ def as_rank(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return None
+
+
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
+
+
+def fabric_address(value: Any) -> tuple[str | None, str, str]:
+    """A fabric address from the inventory: (the normalised IPv4 address, "", ""), or (None, what is wrong,
+    what to do)."""
+    text = "" if value is None or isinstance(value, bool) else str(value).strip()
+    if value is None or (isinstance(value, str) and not text):
+        return None, "no fabric address", "set it in the inventory (the sim: 10.99.<N>.<rank+1>)"
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None, "not an IPv4 address", ""
+    if not isinstance(address, ipaddress.IPv4Address):
+        return (
+            None,
+            "not an IPv4 address",
+            "the fabric is IPv4: its addresses, routes, networkd and netplan files, do-not-fragment pings "
+            "and NCCL's RoCE v2 GIDs are planned for IPv4",
+        )
+    kinds = (
+        (address.is_unspecified, "the unspecified address"),
+        (address.is_loopback, "a loopback address"),
+        (address.is_multicast, "a multicast address"),
+        (address.is_reserved or address in _THIS_NETWORK, "a reserved address"),
+    )
+    for unusable, kind in kinds:
+        if unusable:
+            return None, f"{kind}, which peers cannot reach", "use the address of the host's fabric ports"
+    return str(address), "", ""
+
+
+def check_hosts(
+    hosts: Sequence[Host],
+    out: Collector,
+    *,
+    nodes: int | None = None,
+    shape: str = "",
+    groups: tuple[str, str] | None = None,
+    both_groups: Sequence[str] = (),
+) -> tuple[list[Host], bool]:
+    """Check the hosts every plan needs: ranks 0..N-1 once each and one usable, distinct fabric address
+    per host; with ``nodes``, the shape's node count; with ``groups`` (head, workers), one head, at rank 0.
+
+    Returns the hosts by rank, read (``rank`` an int, ``fabric_address`` normalised, None where unusable),
+    and whether the ranks are usable (one host per rank, 0..N-1).
+    """
+    names = ", ".join(h.name for h in hosts) or "none"
+    if groups is not None:
+        head_group, workers_group = groups
+        for host in both_groups:
+            out.error(f"host {host}", f"in both {head_group} and {workers_group}", expected="one of the two groups")
+    if nodes is not None and len(hosts) != nodes:
+        where = f"groups {groups[0]} + {groups[1]}" if groups else "hosts"
+        out.error(
+            where,
+            f"shape {shape} runs on {nodes} nodes but the inventory has {len(hosts)} ({names})",
+            found=len(hosts),
+            expected=str(nodes),
+            hint="choose the shape that matches the cluster, or fix the inventory",
+        )
+    if groups is not None:
+        heads = [h.name for h in hosts if h.head]
+        if len(heads) != 1:
+            out.error(f"group {groups[0]}", "exactly one head (rank 0) is needed", found=heads, expected="one host")
+    read: list[Host] = []
+    by_rank: dict[int, list[str]] = {}
+    by_address: dict[str, list[str]] = {}
+    for host in hosts:
+        rank = _check_rank(host, out, nodes or len(hosts), groups)
+        if rank is not None:
+            by_rank.setdefault(rank, []).append(host.name)
+        address, problem, hint = fabric_address(host.fabric_address)
+        if address is None:
+            found = None if problem == "no fabric address" else host.fabric_address
+            out.error(f"host {host.name}: {ADDRESS_VAR}", problem, found, "one IPv4 address per host", hint)
+        else:
+            by_address.setdefault(address, []).append(host.name)
+        values = {f.name: getattr(host, f.name) for f in fields(Host)}
+        read.append(Host(**{**values, "rank": rank, "fabric_address": address}))
+    for rank, owners in sorted(by_rank.items()):
+        if len(owners) > 1:
+            out.error(
+                f"{RANK_VAR} {rank}", "the same rank on several hosts", found=owners, expected="one host per rank"
+            )
+    expected = set(range(len(hosts)))
+    all_ranked = sum(map(len, by_rank.values())) == len(hosts)
+    if by_rank and set(by_rank) != expected and all_ranked and (nodes is None or len(hosts) == nodes):
+        out.error(
+            RANK_VAR,
+            "ranks must be 0..N-1 with none missing",
+            found=sorted(by_rank),
+            expected=f"{sorted(expected)} (missing {sorted(expected - set(by_rank))}, "
+            f"out of range {sorted(set(by_rank) - expected)})",
+        )
+    for address, owners in sorted(by_address.items()):
+        if len(owners) > 1:
+            out.error(
+                f"{ADDRESS_VAR} {address}",
+                "the same fabric address on several hosts",
+                found=owners,
+                expected="one address per host",
+            )
+    ranks_ok = all(len(owners) == 1 for owners in by_rank.values()) and set(by_rank) == expected
+    return sorted(read, key=lambda h: h.rank if h.rank is not None else 1 << 30), ranks_ok
+
+
+def _check_rank(host: Host, out: Collector, count: int, groups: tuple[str, str] | None) -> int | None:
+    where = f"host {host.name}: {RANK_VAR}"
+    rank = as_rank(host.rank)
+    if host.rank is None:
+        out.error(where, "no rank given", expected="an integer (0 for the head)")
+    elif rank is None:
+        out.error(where, "not a rank", found=host.rank, expected="an integer >= 0")
+    elif groups is not None and host.head and rank != 0:
+        out.error(where, "the head must be rank 0", found=rank, expected="0")
+    elif groups is not None and not host.head and rank == 0:
+        out.error(
+            where,
+            "rank 0 is the head's; this host is a worker",
+            found=rank,
+            expected=f"1..{count - 1}, or move the host to {groups[0]}",
+        )
+    return rank

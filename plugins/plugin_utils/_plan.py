@@ -11,25 +11,23 @@ plan with the hosts and their values side by side.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import docker_container_params
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    ADDRESS_VAR,
-    FABRIC_NCCL_VAR,
     HEAD_GROUP,
     OVERRIDES_VAR,
-    RANK_VAR,
     WORKERS_GROUP,
-    as_rank,
+    Host,
+    check_hosts,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import check_nccl_environment, topology_of
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
     DockerArgs,
     Profile,
@@ -68,17 +66,20 @@ PER_RANK_ENV = frozenset(
 AGREEING_ENV_PREFIXES = ("NCCL_", "VLLM_", "TORCH_NCCL_", "DSV41_")
 
 
-@dataclass(frozen=True)
-class HostSpec:
-    """A host as the inventory describes it."""
+class HostSpec(Host):
+    """The serving plan's former host type, with its argument order (name, rank, head, fabric_address,
+    overrides, discovered), kept for callers that build hosts by position; new code builds :class:`Host`."""
 
-    name: str
-    rank: Any = None
-    head: bool = False
-    fabric_address: Any = None
-    overrides: Any = None
-    discovered: Any = None
-    """What the fabric role found on the host's ports (``fabric_nccl``): hca, socket_ifname, gid_index."""
+    def __init__(
+        self,
+        name: str,
+        rank: Any = None,
+        head: bool = False,
+        fabric_address: Any = None,
+        overrides: Any = None,
+        discovered: Any = None,
+    ) -> None:
+        super().__init__(name, rank, fabric_address, None, head, overrides, discovered)
 
 
 @dataclass
@@ -102,44 +103,33 @@ class RankPlan:
     """The engine's argv after the entrypoint (``vllm serve ...``)."""
     api_port: int | None = None
     """The port the head serves the OpenAI API on (``--port``); None on a worker (``--headless``)."""
-
-
-def hosts_from_inventory(
-    hostvars: Mapping[str, Mapping[str, Any]],
-    groups: Mapping[str, Sequence[str]],
-    head_group: str = HEAD_GROUP,
-    workers_group: str = WORKERS_GROUP,
-) -> tuple[list[HostSpec], list[str]]:
-    """The head and worker hosts of an inventory with the variables the plan reads, and any host
-    that is (wrongly) in both groups."""
-    heads = list(groups.get(head_group, []))
-    workers = list(groups.get(workers_group, []))
-    hosts = [
-        HostSpec(
-            name=name,
-            rank=hostvars.get(name, {}).get(RANK_VAR),
-            head=name in heads,
-            fabric_address=hostvars.get(name, {}).get(ADDRESS_VAR),
-            overrides=hostvars.get(name, {}).get(OVERRIDES_VAR),
-            discovered=hostvars.get(name, {}).get(FABRIC_NCCL_VAR),
-        )
-        for name in heads + [w for w in workers if w not in heads]
-    ]
-    return hosts, [h for h in heads if h in workers]
+    container: dict[str, Any] = field(default_factory=dict)
+    """The ``community.docker.docker_container`` parameters that start this rank: what the role runs."""
 
 
 def build_plan(
     profile: Profile,
     shape_name: str | None,
-    hosts: Sequence[HostSpec],
+    hosts: Sequence[Host],
     groups: tuple[str, str] = (HEAD_GROUP, WORKERS_GROUP),
     both_groups: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Render every rank of ``shape_name`` for ``hosts`` and check that they agree."""
+    """Render every rank of ``shape_name`` for ``hosts`` and check that they agree.
+
+    Each rank carries its ``container``: the docker_container parameters that start it, so what was
+    checked here is what starts, and a rank that cannot be rendered fails the plan, not the boot.
+    """
     name = select_shape(profile, shape_name)
     shape = profile.data["shapes"][name]
     out = Collector("inventory", waivers=dict(profile.data.get("waivers", {})))
-    ranked = _check_hosts(hosts, shape["nodes"], name, groups, both_groups, out)
+    ranked, _ranks_ok = check_hosts(
+        hosts, out, nodes=shape["nodes"], shape=name, groups=groups, both_groups=both_groups
+    )
+    for host in ranked:
+        if host.overrides is not None:
+            scoped = Collector("inventory")
+            validate(HOST_OVERRIDES, host.overrides, scoped, f"host {host.name}: {OVERRIDES_VAR}")
+            out.items.extend(scoped.items)
     out.raise_if_errors()
     head = next(h for h in ranked if h.rank == 0)
     ranks = [_render_rank(profile, name, h, str(head.fabric_address), out) for h in ranked]
@@ -170,106 +160,6 @@ def _unique(problems: Sequence[Problem]) -> list[Problem]:
     for p in problems:
         seen.setdefault(p.render(), p)
     return list(seen.values())
-
-
-def _check_hosts(
-    hosts: Sequence[HostSpec],
-    nodes: int,
-    shape: str,
-    groups: tuple[str, str],
-    both_groups: Sequence[str],
-    out: Collector,
-) -> list[HostSpec]:
-    head_group, workers_group = groups
-    names = ", ".join(h.name for h in hosts) or "none"
-    for host in both_groups:
-        out.error(f"host {host}", f"in both {head_group} and {workers_group}", expected="one of the two groups")
-    if len(hosts) != nodes:
-        out.error(
-            f"groups {head_group} + {workers_group}",
-            f"shape {shape} runs on {nodes} nodes but the inventory has {len(hosts)} ({names})",
-            found=len(hosts),
-            expected=str(nodes),
-            hint="choose the shape that matches the cluster, or fix the inventory",
-        )
-    heads = [h for h in hosts if h.head]
-    if len(heads) != 1:
-        out.error(
-            f"group {head_group}",
-            "exactly one head (rank 0) is needed",
-            found=[h.name for h in heads],
-            expected="one host",
-        )
-    ranked: list[HostSpec] = []
-    by_rank: dict[int, list[str]] = {}
-    addresses: dict[str, list[str]] = {}
-    for host in hosts:
-        where = f"host {host.name}"
-        rank = as_rank(host.rank)
-        if host.rank is None:
-            out.error(f"{where}: {RANK_VAR}", "no rank given", expected="an integer (0 for the head)")
-        elif rank is None:
-            out.error(f"{where}: {RANK_VAR}", "not a rank", found=host.rank, expected="an integer >= 0")
-        elif host.head and rank != 0:
-            out.error(f"{where}: {RANK_VAR}", "the head must be rank 0", found=rank, expected="0")
-        elif not host.head and rank == 0:
-            out.error(
-                f"{where}: {RANK_VAR}",
-                "rank 0 is the head's; this host is a worker",
-                found=rank,
-                expected=f"1..{nodes - 1}, or move the host to {head_group}",
-            )
-        if rank is not None:
-            by_rank.setdefault(rank, []).append(host.name)
-        address = _address(host.fabric_address)
-        if host.fabric_address is None:
-            out.error(f"{where}: {ADDRESS_VAR}", "no fabric address", expected="the IP peers reach this host on")
-        elif address is None:
-            out.error(
-                f"{where}: {ADDRESS_VAR}",
-                "not an IP address",
-                found=host.fabric_address,
-                expected="an IPv4 or IPv6 address",
-            )
-        else:
-            addresses.setdefault(address, []).append(host.name)
-        overrides = host.overrides
-        if overrides is not None:
-            scoped = Collector("inventory")
-            validate(HOST_OVERRIDES, overrides, scoped, f"{where}: {OVERRIDES_VAR}")
-            out.items.extend(scoped.items)
-        ranked.append(HostSpec(host.name, rank, host.head, address or host.fabric_address, overrides, host.discovered))
-    for rank, owners in sorted(by_rank.items()):
-        if len(owners) > 1:
-            out.error(
-                f"{RANK_VAR} {rank}", "the same rank on several hosts", found=owners, expected="one host per rank"
-            )
-    expected_ranks = set(range(len(hosts)))
-    if by_rank and set(by_rank) != expected_ranks and len(hosts) == nodes:
-        missing = sorted(expected_ranks - set(by_rank))
-        extra = sorted(set(by_rank) - expected_ranks)
-        out.error(
-            RANK_VAR,
-            "ranks must be 0..N-1 with none missing",
-            found=sorted(by_rank),
-            expected=f"{sorted(expected_ranks)} (missing {missing}, out of range {extra})",
-        )
-    for address, owners in addresses.items():
-        if len(owners) > 1:
-            out.error(
-                f"{ADDRESS_VAR} {address}",
-                "the same fabric address on several hosts",
-                found=owners,
-                expected="one address per host",
-            )
-    return sorted(ranked, key=lambda h: h.rank if isinstance(h.rank, int) else 1 << 30)
-
-
-def _address(value: Any) -> str | None:
-    try:
-        return str(ipaddress.ip_address(str(value).strip())) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -307,7 +197,8 @@ def discovered_fabric(fabric: Mapping[str, Any], discovered: Any) -> dict[str, A
     return found
 
 
-def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr: str, out: Collector) -> RankPlan:
+def _render_rank(profile: Profile, shape_name: str, host: Host, master_addr: str, out: Collector) -> RankPlan:
+    errors_before = len(out.errors)
     data = profile.data
     shape = dict(data["shapes"][shape_name])
     container = effective_container(data, shape_name)
@@ -378,6 +269,13 @@ def _render_rank(profile: Profile, shape_name: str, host: HostSpec, master_addr:
     plan.entrypoint = container["entrypoint"][0]
     plan.command = list(command)
     plan.api_port = int(container["api_port"]) if rank == 0 else None
+    if len(out.errors) > errors_before:
+        return plan  # the host's overrides are wrong: rendering would only repeat it
+    try:
+        plan.container = docker_container_params(asdict(plan))
+    except ProfileError as exc:
+        for problem in exc.problems:
+            out.error(problem.where, problem.message, problem.found, problem.expected, problem.hint)
     return plan
 
 

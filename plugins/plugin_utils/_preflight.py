@@ -6,20 +6,32 @@ One line per check and per node, PASS, FAIL, WARN or SKIP with the reason; a che
 says so and what it would have been. Nothing here touches a node: it reads what node_facts gathered.
 
 Checks (names for ``skip``): ``node-facts`` (the node answered), ``docker`` (its engine answers),
-``mem-available`` (the profile's ``host.min_mem_available_gib``; seed 000: 100 GiB), ``previous-container``
-(none of the rank's name, unless it already serves exactly as planned or the operator asked to replace
-it), ``image-present`` (the image is on the node: boots never pull), ``image-id`` (the same image ID on
-every node), ``kernel`` and ``limits`` (the kernel role's findings: release, pages, memory saver, command
-line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier), ``weights`` (the
-weights path exists).
+``mem-available`` (the profile's ``host.min_mem_available_gib``; seed 000: 100 GiB; only for a rank that
+must start: a rank already serving exactly as planned passes whatever its MemAvailable),
+``previous-container`` (none of the rank's name, unless it already serves exactly as planned or the
+operator asked to replace it; one that differs is shown field by field, ``field: running → planned``, for
+the image, the engine's command, the environment and the labels, secret-looking values as ``***``),
+``image-present`` (the image is on the node: boots never pull), ``image-id`` (the same image ID on every
+node), ``guard-tripped`` (the memory guard is not tripped; a trip FAILs with its time, reason and
+samples unless the operator asked to clear it; a guard not installed yet WARNs), ``port-free`` (the
+head's API port and the master port are not held by another process; held by the rank's own container
+that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's findings: release, pages,
+memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier),
+``weights`` (the weights path exists).
+
+``guard-tripped`` reads node_facts' ``memguard`` section and ``port-free`` its ``ports`` section (asked for
+the plan's ports): a node whose facts lack them WARNs that the check could not be made.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
 
 GIB = 1024**3
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
@@ -30,10 +42,27 @@ CHECKS = (
     "previous-container",
     "image-present",
     "image-id",
+    "guard-tripped",
+    "port-free",
     "kernel",
     "limits",
     "fabric-ports",
     "weights",
+)
+SPEC_LABEL = f"{LABEL_PREFIX}.spec_sha256"
+# Environment names whose values are never shown (node_facts already redacts the ones it recognises).
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|(?:^|_)(?:API_?|ACCESS_?|PRIVATE_?)?KEY(?:_|$)", re.IGNORECASE)
+NODE_REDACTED = "<redacted>"
+MASKED = "***"
+UNSET = "(unset)"
+ABSENT = "(absent)"
+SWITCH = "(set)"
+# Labels that differ whenever the spec does: on their own they say the difference lies elsewhere.
+HASH_LABELS = (f"label {SPEC_LABEL}:", f"label {LABEL_PREFIX}.profile_sha256:")
+SAMPLES_SHOWN = 6
+CLEAR_TRIP = (
+    "clear it once the cause is understood: the memguard role's clear entry point "
+    "(include_role dgxspark.cluster.memguard, tasks_from: clear), or boot with -e boot_clear_trip=true"
 )
 
 
@@ -47,8 +76,11 @@ def preflight(
     profile: Mapping[str, Any],
     replace: bool = False,
     skip: Sequence[str] = (),
+    clear_trip: bool = False,
 ) -> dict[str, Any]:
-    """Every check on every rank's host; ``failed`` when any check FAILs."""
+    """Every check on every rank's host; ``failed`` when any check FAILs; ``as_planned``: host to whether
+    its rank already serves exactly as planned. ``replace``: the operator asked to replace a previous
+    container; ``clear_trip``: to clear a tripped memory guard (the boot does it)."""
     unknown = sorted(set(skip) - set(CHECKS))
     if unknown:
         raise ValueError(f"unknown preflight checks to skip: {', '.join(unknown)} (known: {', '.join(CHECKS)})")
@@ -57,17 +89,22 @@ def preflight(
     expect = {**(host_section.get("kernel") or {})}
     lines: list[dict[str, str]] = []
     image_ids: dict[str, str] = {}
+    needed = _planned_ports(plan)
+    as_planned: dict[str, bool] = {}
     for rank in plan["ranks"]:
         host = rank["host"]
         node = facts.get(host)
         if not isinstance(node, Mapping) or "memory" not in node:
             lines.append(_line("node-facts", host, FAIL, f"rank {rank['rank']}: no node facts (did it answer?)"))
+            as_planned[host] = False
             continue
         lines.append(
             _line("node-facts", host, PASS, f"rank {rank['rank']}: facts gathered in {node.get('elapsed_ms')} ms")
         )
-        lines += _memory(host, node, floor)
         docker = node.get("docker") or {}
+        serving = _serving_as_planned(rank, docker)
+        as_planned[host] = serving is not None
+        lines.append(_memory(host, node, floor, rank["container_name"] if serving else None))
         if not docker.get("present"):
             lines.append(_line("docker", host, FAIL, f"the Docker engine does not answer: {docker.get('error')}"))
         else:
@@ -77,25 +114,51 @@ def preflight(
             lines.append(image_line)
             if image_id:
                 image_ids[host] = image_id
+        lines.append(_guard(host, node, clear_trip))
+        lines.append(_ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace))
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
         lines.append(_weights(host, node, host_section.get("weights_path")))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
     lines = [_skipped(line) if line["check"] in skip else line for line in lines]
     failed = [line for line in lines if line["status"] == FAIL]
-    return {"lines": lines, "failed": bool(failed), "failures": failed, "report": report(lines)}
+    return {
+        "lines": lines,
+        "failed": bool(failed),
+        "failures": failed,
+        "report": report(lines),
+        "as_planned": as_planned,
+    }
 
 
 def _skipped(line: dict[str, str]) -> dict[str, str]:
     return {**line, "status": SKIP, "message": f"skipped on purpose (would be {line['status']}: {line['message']})"}
 
 
-def _memory(host: str, node: Mapping[str, Any], floor: float) -> list[dict[str, str]]:
+def _serving_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The rank's container when it runs with the rank's spec (label ``spec_sha256``): a re-boot leaves it."""
+    for item in docker.get("containers") or []:
+        if item.get("name") == rank["container_name"] and item.get("state") == "running":
+            if (item.get("labels") or {}).get(SPEC_LABEL) == rank["spec_sha256"]:
+                return item
+    return None
+
+
+def _memory(host: str, node: Mapping[str, Any], floor: float, serving: str | None) -> dict[str, str]:
     available = (node.get("memory") or {}).get("mem_available_bytes")
+    if serving:
+        found = "unknown" if available is None else f"{available / GIB:.1f} GiB"
+        return _line(
+            "mem-available",
+            host,
+            PASS,
+            f"{serving} already serves as planned (MemAvailable {found} with it loaded); "
+            f"the {floor:g} GiB floor applies to a rank that must start",
+        )
     if available is None:
-        return [_line("mem-available", host, FAIL, "MemAvailable unknown (could not read /proc/meminfo)")]
+        return _line("mem-available", host, FAIL, "MemAvailable unknown (could not read /proc/meminfo)")
     status = PASS if available >= floor * GIB else FAIL
-    return [_line("mem-available", host, status, f"MemAvailable {available / GIB:.1f} GiB, needs >= {floor:g} GiB")]
+    return _line("mem-available", host, status, f"MemAvailable {available / GIB:.1f} GiB, needs >= {floor:g} GiB")
 
 
 def _previous(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], replace: bool) -> dict[str, str]:
@@ -103,19 +166,261 @@ def _previous(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], rep
     found = next((c for c in docker.get("containers", []) if c.get("name") == name), None)
     if found is None:
         return _line("previous-container", host, PASS, f"no container named {name}")
-    same = (found.get("labels") or {}).get("dgxspark.cluster.spec_sha256") == rank["spec_sha256"]
+    same = (found.get("labels") or {}).get(SPEC_LABEL) == rank["spec_sha256"]
     state = found.get("state")
     if state == "running" and same:
         return _line("previous-container", host, PASS, f"{name} already runs exactly as planned: left alone")
     what = f"{name} is {state} with {'the planned' if same else 'another'} spec"
+    if not same:
+        what += f" ({'; '.join(drift(rank, found, docker))})"
     if replace:
         return _line("previous-container", host, WARN, f"{what}: it will be replaced (asked for)")
     return _line(
         "previous-container",
         host,
         FAIL,
-        f"{what}; remove it, or boot with -e dgxspark_boot_replace=true to replace it",
+        f"{what}; remove it, or boot with -e boot_replace=true to replace it",
     )
+
+
+def _planned_ports(plan: Mapping[str, Any]) -> dict[int, str]:
+    """The fixed ports the plan needs on the head: its API port, and the master port when ranks meet there."""
+    ranks = plan["ranks"]
+    head = next((r for r in ranks if r.get("rank") == 0), ranks[0] if ranks else {})
+    ports: dict[int, str] = {}
+    if head.get("api_port"):
+        ports[int(head["api_port"])] = "the API port"
+    if plan.get("master_port") and len(ranks) > 1:
+        ports.setdefault(int(plan["master_port"]), "the master port")
+    return ports
+
+
+def _ports(
+    host: str,
+    rank: Mapping[str, Any],
+    node: Mapping[str, Any],
+    needed: Mapping[int, str],
+    serving: Mapping[str, Any] | None,
+    replace: bool,
+) -> dict[str, str]:
+    if not needed:
+        return _line("port-free", host, PASS, f"rank {rank['rank']} needs no fixed port (it runs --headless)")
+    named = " and ".join(f"{what} {port}" for port, what in needed.items())
+    section = node.get("ports")
+    if not isinstance(section, Mapping):
+        return _line(
+            "port-free",
+            host,
+            WARN,
+            f"could not check {named}: node_facts gathered no ports section "
+            f"(sections: [ports], ports: [{', '.join(str(p) for p in needed)}])",
+        )
+    name = rank["container_name"]
+    own_id = next(
+        (c.get("id") for c in (node.get("docker") or {}).get("containers") or [] if c.get("name") == name), None
+    )
+    taken: list[str] = []
+    own: list[str] = []
+    for port, what in needed.items():
+        holders: dict[tuple[Any, Any], list[str]] = {}
+        for entry in section.get("listening") or []:
+            if entry.get("port") == port:
+                holders.setdefault((entry.get("pid"), entry.get("container")), []).append(str(entry.get("address")))
+        for (pid, container), addresses in holders.items():
+            if own_id and container == own_id:
+                own.append(f"{what} {port}")
+            else:
+                entry = next(e for e in section["listening"] if (e.get("pid"), e.get("container")) == (pid, container))
+                taken.append(f"{what} {port} is held by {_holder(entry)} on {', '.join(addresses)}")
+    if taken:
+        unreadable = section.get("unreadable_processes") or 0
+        hint = (
+            f" ({unreadable} process(es) could not be read: gather node_facts with become to name it)"
+            if unreadable and any("could not name" in t for t in taken)
+            else ""
+        )
+        return _line(
+            "port-free",
+            host,
+            FAIL,
+            f"{'; '.join(taken)}{hint}; stop it, or plan other ports (the profile's container.api_port, master_port)",
+        )
+    if own:
+        which = " and ".join(dict.fromkeys(own))
+        if serving is not None:
+            return _line("port-free", host, PASS, f"{which}: held by {name} itself, which serves as planned")
+        if replace:
+            return _line(
+                "port-free", host, WARN, f"{which}: held by the previous {name}, which will be replaced (asked for)"
+            )
+        return _line(
+            "port-free",
+            host,
+            FAIL,
+            f"{which}: held by the previous {name} (another spec); "
+            "remove it, or boot with -e boot_replace=true to replace it",
+        )
+    return _line("port-free", host, PASS, f"{named}: free")
+
+
+def _holder(entry: Mapping[str, Any]) -> str:
+    if entry.get("pid") is None:
+        return f"a process node_facts could not name (socket owner uid {entry.get('uid')})"
+    where = ""
+    if entry.get("container"):
+        where = f", container {entry.get('container_name') or _short(str(entry['container']))}"
+    return f"pid {entry['pid']} ({entry.get('comm') or 'unknown command'}{where})"
+
+
+def _guard(host: str, node: Mapping[str, Any], clear_trip: bool) -> dict[str, str]:
+    guard = node.get("memguard")
+    if not isinstance(guard, Mapping):
+        return _line("guard-tripped", host, WARN, "could not check: node_facts gathered no memguard section")
+    tripped = guard.get("tripped")
+    if isinstance(tripped, Mapping):
+        what = (
+            f"the memory guard tripped at {_utc(tripped)}: {tripped.get('reason')}; {_samples(tripped.get('samples'))}"
+        )
+        if clear_trip:
+            return _line("guard-tripped", host, WARN, f"{what}; it will be cleared (asked for)")
+        return _line("guard-tripped", host, FAIL, f"{what}; {CLEAR_TRIP}")
+    if not guard.get("installed"):
+        return _line(
+            "guard-tripped", host, WARN, "the memory guard is not installed yet (a fresh node): the boot installs it"
+        )
+    if guard.get("running") is False:
+        return _line(
+            "guard-tripped",
+            host,
+            WARN,
+            f"not tripped, but the memory guard is not running (its state is {guard.get('state_age_s')} s old): "
+            "the boot starts it",
+        )
+    return _line(
+        "guard-tripped", host, PASS, f"not tripped (phase {guard.get('phase')}, {guard.get('trips')} trip(s) recorded)"
+    )
+
+
+def _utc(tripped: Mapping[str, Any]) -> str:
+    when = tripped.get("time")
+    if isinstance(when, (int, float)) and not isinstance(when, bool):
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+    return str(tripped.get("time_utc") or "an unknown time")
+
+
+def _samples(samples: Any) -> str:
+    if not isinstance(samples, list):
+        return "its samples were not found (the guard's decision log has no line for this trip)"
+    if not samples:
+        return "no samples recorded"
+    shown = [s for s in samples[-SAMPLES_SHOWN:] if isinstance(s, Mapping)]
+    parts = []
+    for sample in shown:
+        when, available, psi = sample.get("t"), sample.get("mem_available"), sample.get("psi_full_avg10")
+        part = time.strftime("%H:%M:%S", time.gmtime(when)) if isinstance(when, (int, float)) else "?"
+        part += f" {available / GIB:.2f} GiB" if isinstance(available, (int, float)) else " MemAvailable unreadable"
+        if isinstance(psi, (int, float)):
+            part += f" PSI {psi:g} %"
+        if sample.get("low"):
+            part += " low"
+        parts.append(part)
+    return f"last {len(shown)} of {len(samples)} samples (UTC): {', '.join(parts)}"
+
+
+# ---------------------------------------------------------------- drift: how a previous container differs
+def drift(rank: Mapping[str, Any], found: Mapping[str, Any], docker: Mapping[str, Any]) -> list[str]:
+    """``field: running → planned`` for the image, the engine's command, the environment and the labels of
+    a previous container with another spec. The command and environment come from node_facts' detail of
+    the serving container (``docker.container``); without it only the image and labels are compared.
+    Environment variables the plan does not set are compared only when they share a prefix with one it
+    sets (``NCCL_``, ``VLLM_``, ...): the others come from the image."""
+    detail = docker.get("container")
+    if not (isinstance(detail, Mapping) and detail.get("exists") and detail.get("name") == found.get("name")):
+        detail = None
+    changes = _image_drift(rank, found, docker)
+    if detail is not None:
+        running = _argv_items([*(detail.get("entrypoint") or []), *(detail.get("cmd") or [])])
+        changes += _items_drift("command", running, _argv_items([rank["entrypoint"], *rank["command"]]), ABSENT)
+        changes += _env_drift(detail.get("env") or {}, rank["environment"])
+    labels = dict((detail or found).get("labels") or {})
+    known = [k for k in labels if k.startswith(f"{LABEL_PREFIX}.")]
+    label_changes = _items_drift("label", {k: labels[k] for k in known}, rank["labels"], UNSET)
+    if not changes and all(c.startswith(HASH_LABELS) for c in label_changes):
+        label_changes.append("the rest differs in the docker run options (not compared here)")
+    if detail is None:
+        label_changes.append("command and environment not compared (node_facts gave no detail of this container)")
+    return changes + label_changes
+
+
+def _short(value: str) -> str:
+    """A sha256 digest (64 hex digits, with or without ``sha256:``) by its first 12 digits."""
+    digits = value[len("sha256:") :] if value.startswith("sha256:") else value
+    return value[: len(value) - 52] if re.fullmatch(r"[0-9a-f]{64}", digits) else value
+
+
+def _image_drift(rank: Mapping[str, Any], found: Mapping[str, Any], docker: Mapping[str, Any]) -> list[str]:
+    running, planned = found.get("image"), rank["image"]
+    if running is not None and running != planned:
+        return [f"image: {running} → {planned}"]
+    planned_id = next((i.get("id") for i in docker.get("images") or [] if planned in (i.get("tags") or [])), None)
+    running_id = found.get("image_id")
+    if running_id and planned_id and running_id != planned_id:
+        return [
+            f"image: {planned} {_short(running_id)} → {planned} {_short(planned_id)} (the tag names another image now)"
+        ]
+    return []
+
+
+def _argv_items(argv: Sequence[Any]) -> dict[str, str]:
+    """An engine's argv by flag (``--max-num-seqs`` → ``4``; a switch → ``(set)``) and by position (``word 2``)."""
+    items: dict[str, str] = {}
+    position = index = 0
+    words = [str(word) for word in argv]
+    while index < len(words):
+        word = words[index]
+        if word.startswith("--") and len(word) > 2:
+            flag, equals, value = word.partition("=")
+            if not equals:
+                if index + 1 < len(words) and not words[index + 1].startswith("--"):
+                    value, index = words[index + 1], index + 1
+                else:
+                    value = SWITCH
+            items[flag] = f"{items[flag]}, {value}" if flag in items else value
+        else:
+            position += 1
+            items[f"word {position}"] = word
+        index += 1
+    return items
+
+
+def _items_drift(field: str, running: Mapping[str, Any], planned: Mapping[str, Any], missing: str) -> list[str]:
+    keys = [*planned, *(k for k in running if k not in planned)]
+    return [
+        f"{field} {key}: {_short(str(running[key])) if key in running else missing} → "
+        f"{_short(str(planned[key])) if key in planned else missing}"
+        for key in keys
+        if running.get(key) != planned.get(key)
+    ]
+
+
+def _env_drift(running: Mapping[str, Any], planned: Mapping[str, Any]) -> list[str]:
+    prefixes = tuple(sorted({key.split("_", 1)[0] + "_" for key in planned if "_" in key}))
+    keys = [*planned, *(k for k in running if k not in planned and k.startswith(prefixes))]
+    changes = []
+    for key in keys:
+        old = None if running.get(key) is None else str(running[key])
+        new = None if planned.get(key) is None else str(planned[key])
+        if old == new or (old == NODE_REDACTED and new is not None):
+            continue  # the same, or a secret node_facts did not return: cannot be compared
+        secret = bool(SECRET_NAME.search(key)) or old == NODE_REDACTED
+        changes.append(f"env {key}: {_masked(old, secret)} → {_masked(new, secret)}")
+    return changes
+
+
+def _masked(value: str | None, secret: bool) -> str:
+    if value is None:
+        return UNSET
+    return MASKED if secret else value
 
 
 def _image(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:

@@ -32,6 +32,8 @@ for unit in ssh.service docker.service containerd.service; do
     ln -sfn "${src#"$rootfs"}" "$wants/$unit"
 done
 ln -sfn /lib/systemd/system/multi-user.target "$rootfs/etc/systemd/system/default.target"
+# The stand-in helper service the sim profiles name (sim/node/rootfs/etc/systemd/system/).
+ln -sfn /etc/systemd/system/dgxspark-sim-helper.service "$wants/dgxspark-sim-helper.service"
 
 # Per-node identity comes at boot: machine-id (systemd makes a fresh one when the file is empty),
 # SSH host keys (ssh.service drop-in), hostname and /etc/hosts (docker run --hostname).

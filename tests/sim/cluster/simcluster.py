@@ -9,6 +9,7 @@ cold, seconds warm).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -93,6 +94,27 @@ def rank_containers(host: str, name: str = "vllm_dsv41") -> dict[str, str]:
     return dict(line.split(maxsplit=1) for line in out.splitlines() if line.strip())
 
 
+RANK_RECORDS = "/var/log/dgxspark-cluster/ranks"
+
+
+def rank_records(host: str) -> list[dict]:
+    """The records the stop and the boot's undo keep on a node of the ranks they removed, oldest first."""
+    script = (
+        "import glob, json, os; paths = sorted(glob.glob('" + RANK_RECORDS + "/*.json'), key=os.path.getmtime); "
+        "print(json.dumps([json.load(open(p)) for p in paths]))"
+    )
+    return json.loads(node_sh(host, f'python3 -c "{script}"').stdout)
+
+
+def started_at(host: str, name: str = "vllm_dsv41") -> float:
+    """Docker's own StartedAt of a node's container, in seconds since the epoch (Go's RFC 3339 with up to
+    nine fraction digits, trailing zeros dropped: compared as numbers, not as strings)."""
+    text = node_sh(host, f"docker inspect -f '{{{{.State.StartedAt}}}}' {name}").stdout.strip()
+    whole, _dot, fraction = text.rstrip("Z").partition(".")
+    seconds = datetime.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.UTC)
+    return seconds.timestamp() + float(f"0.{fraction or 0}")
+
+
 def guard_phase(host: str) -> dict:
     """The memory guard's state file on the node (phase, tripped, ...)."""
     return json.loads(node_sh(host, "cat /run/dgxspark-memguard/state.json").stdout)
@@ -112,7 +134,7 @@ def boot_serve_and_stop(cluster: str, info: dict, while_serving: Callable[[], No
     profile = json.loads((REPO / "inventories" / cluster / "serving-profile.json").read_text(encoding="utf-8"))
     nodes = info["nodes"]
     head = nodes[0]["management_address"]
-    boot = ansible_on(cluster, "ansible-playbook", "playbooks/boot.yml", "-e", "dgxspark_boot_replace=true")
+    boot = ansible_on(cluster, "ansible-playbook", "playbooks/boot.yml")
     assert boot.returncode == 0, boot.stdout[-8000:] + boot.stderr[-3000:]
     flat = " ".join(boot.stdout.split())
     assert f"endpoint: http://{head}:8000/v1 serving {profile['model']}" in flat, boot.stdout[-4000:]
@@ -133,9 +155,10 @@ def boot_serve_and_stop(cluster: str, info: dict, while_serving: Callable[[], No
         while_serving()
     stop = ansible_on(cluster, "ansible-playbook", "playbooks/stop.yml")
     assert stop.returncode == 0, stop.stdout[-6000:] + stop.stderr[-3000:]
-    assert f"rank 0 ({nodes[0]['host']}): exited" in stop.stdout
+    assert f"rank 0 ({nodes[0]['host']}): stopped, exited, exit code" in " ".join(stop.stdout.split())
     for node in nodes:
-        assert rank_containers(node["host"]) == {"vllm_dsv41": "exited"}, node["host"]
+        assert rank_containers(node["host"]) == {}, node["host"]  # removed: a boot afterwards just works
+        assert rank_records(node["host"]), node["host"]  # its exit code and log tail are kept
         assert guard_phase(node["host"])["phase"] == "idle", node["host"]
     try:
         urllib.request.urlopen(f"http://{head}:8000/health", timeout=5).close()

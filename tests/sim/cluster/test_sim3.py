@@ -8,6 +8,7 @@ the cluster down and checks that nothing of it is left.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -24,7 +25,9 @@ from simcluster import (
     node_links,
     node_sh,
     rank_containers,
+    rank_records,
     simctl,
+    started_at,
 )
 
 PORTS = ("enp1s0f0np0", "enp1s0f1np1")
@@ -173,10 +176,27 @@ def test_prepare_check_mode_changes_nothing(sim3):
     assert after == before
 
 
+def checkout_state() -> dict[str, str]:
+    """Every file of the checkout and the inventories (hidden ones too: the guard's key file, .bench) with its
+    SHA-256; the venvs, git's own files and caches left out."""
+    skip = {".git", ".venv", ".venv-compat", ".venv-aiperf", ".build", ".cache", "__pycache__", ".pytest_cache"}
+    state = {}
+    for directory, names, files in os.walk(REPO):
+        names[:] = [n for n in names if n not in skip]
+        for name in files:
+            path = os.path.join(directory, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    state[os.path.relpath(path, REPO)] = hashlib.sha256(handle.read()).hexdigest()
+    return state
+
+
 def test_boot_check_mode_changes_nothing(sim3):
     """`boot.yml --check` on fresh nodes: the preflight runs for real, the report says what a boot would
-    change, and no node changes (files, units, addresses, containers)."""
+    change, and nothing changes anywhere: no node (files, units, addresses, containers), and the checkout
+    and its inventories are byte-identical (no key file written on the controller)."""
     before = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
+    checkout = checkout_state()
     proc = playbook("playbooks/boot.yml", "--check", "--diff")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS  previous-container  sim3-head     no container named vllm_dsv41" in proc.stdout
@@ -187,6 +207,7 @@ def test_boot_check_mode_changes_nothing(sim3):
     assert "PASS image-id all the same image ID on 3 node(s)" in " ".join(preflight.stdout.split())
     after = {node["host"]: node_state(node["host"]) for node in sim3["nodes"]}
     assert after == before
+    assert checkout_state() == checkout
 
 
 def test_demo_playbook_on_sim3(sim3, tmp_path):
@@ -303,47 +324,36 @@ def test_boot_faults_stop_before_anything_changes(sim3, tmp_path):
 
 
 def test_reboot_changes_nothing_stop_then_boot_again(sim3):
-    """After the demo's boot: a second boot changes nothing; stop.yml stops every rank and confirms
-    nothing serves; a boot over the stopped containers stops at the preflight unless asked to replace
-    them, and with dgxspark_boot_replace=true serves again."""
+    """After the demo's boot: a second boot changes nothing; stop.yml stops every rank, keeps each one's exit
+    code and log tail on its node and removes the containers; a plain boot afterwards serves again, every
+    worker's container started (Docker's own StartedAt) before the head's."""
     again = playbook("playbooks/boot.yml")
     assert again.returncode == 0, again.stdout[-6000:] + again.stderr
     recap = again.stdout[again.stdout.rindex("PLAY RECAP") :]
     assert recap.count("changed=0") == 3, recap
-    assert "already runs exactly as planned: left alone" in " ".join(again.stdout.split())
+    flat = " ".join(again.stdout.split())
+    assert "already runs exactly as planned: left alone" in flat
+    assert "(already serving as planned: nothing was started)" in flat
     stop = playbook("playbooks/stop.yml")
     assert stop.returncode == 0, stop.stdout[-6000:] + stop.stderr
-    assert "rank 0 (sim3-head): exited" in stop.stdout
+    assert "rank 0 (sim3-head): stopped, exited, exit code" in " ".join(stop.stdout.split())
     for node in sim3["nodes"]:
-        running = node_sh(node["host"], "docker inspect -f '{{.State.Running}}' vllm_dsv41").stdout.strip()
-        assert running == "false", node["host"]
+        assert rank_containers(node["host"]) == {}, node["host"]
+        record = rank_records(node["host"])[-1]
+        assert record["rank"] == str(node["rank"]) and record["was_running"] is True, record
+        assert record["log_tail"], record
     assert '"phase": "idle"' in node_sh("sim3-head", "cat /run/dgxspark-memguard/state.json").stdout
-    refused = playbook("playbooks/boot.yml")
-    assert refused.returncode != 0
-    flat = " ".join(refused.stdout.split())
-    assert "preflight: 3 check(s) failed; nothing was changed" in flat, refused.stdout[-4000:]
-    assert "vllm_dsv41 is exited with the planned spec; remove it, or boot with -e dgxspark_boot_replace=true" in flat
-    replaced = playbook("playbooks/boot.yml", "-e", "dgxspark_boot_replace=true")
-    assert replaced.returncode == 0, replaced.stdout[-6000:] + replaced.stderr
-    assert "rank container vllm_dsv41: loading" in replaced.stdout  # the wait's progress lines
-    assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in replaced.stdout
+    booted = playbook("playbooks/boot.yml")
+    assert booted.returncode == 0, booted.stdout[-6000:] + booted.stderr
+    assert "rank container vllm_dsv41: loading" in booted.stdout  # the wait's progress lines
+    assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in booted.stdout
+    head = started_at("sim3-head")
+    for worker in ("sim3-worker1", "sim3-worker2"):
+        assert started_at(worker) < head, (worker, started_at(worker), head)
     assert playbook("playbooks/stop.yml").returncode == 0
 
 
-HELPER = "dgxspark-sim-helper.service"
-
-
-def add_helper_service(hosts: list[str]) -> None:
-    """A stand-in for a profile's host.helper_services on every node: a unit that just runs."""
-    unit = "[Unit]\nDescription=stand-in helper for the boot tests\n[Service]\nExecStart=/bin/sleep infinity\n"
-    for host in hosts:
-        node_sh(host, f"printf '{unit}' > /etc/systemd/system/{HELPER} && systemctl daemon-reload")
-        node_sh(host, f"systemctl start {HELPER}")
-
-
-def remove_helper_service(hosts: list[str]) -> None:
-    for host in hosts:
-        node_sh(host, f"systemctl stop {HELPER}; rm -f /etc/systemd/system/{HELPER}; systemctl daemon-reload", False)
+HELPER = "dgxspark-sim-helper.service"  # the sim profiles' host.helper_services (sim/node/rootfs)
 
 
 def helper_started_at(host: str) -> str:
@@ -354,13 +364,10 @@ def helper_started_at(host: str) -> str:
 def test_boot_fault_worker_engine_dies_during_load(sim3, tmp_path):
     """A worker's engine exits during its load (the stand-in's KV-cache check fails on rank 2 only, set by a
     per-host environment override): the boot stops waiting at once instead of waiting out its timeout
-    while the head hangs in NCCL, stops every rank, resumes the helpers, leaves the guard idle, and names
-    rank 2 with its log tail. Checked on the nodes, not only in the playbook's output."""
+    while the head hangs in NCCL; the undo stops and removes every rank (keeping each one's exit code and
+    log tail on its node), resumes the helper, leaves the guard idle, and names rank 2 with its log tail.
+    Checked on the nodes, not only in the playbook's output."""
     hosts = [node["host"] for node in sim3["nodes"]]
-    profile = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())
-    profile["host"]["helper_services"] = [HELPER]
-    with_helper = tmp_path / "serving-profile.json"
-    with_helper.write_text(json.dumps(profile))
     # 4096 B/token x 1048576 tokens = 4 GiB of KV cache needed, 2.2 GiB given: vLLM's error after the load.
     # A host defined in a second inventory takes its inventory_dir from it, and the sim inventory's key path
     # is relative to that: the key is named here in full.
@@ -370,43 +377,38 @@ def test_boot_fault_worker_engine_dies_during_load(sim3, tmp_path):
         "      dgxspark_overrides: {environment: {SIM_ENGINE_KV_BYTES_PER_TOKEN: '4096'}}\n"
         f"      ansible_ssh_private_key_file: {REPO / '.cache' / 'sim' / 'sim3' / 'id_ed25519'}\n"
     )
-    add_helper_service(hosts)
-    try:
-        helper_before = {host: helper_started_at(host) for host in hosts}
-        started = time.monotonic()
-        proc = playbook(
-            "playbooks/boot.yml", "-i", str(override), "-e", f"dgxspark_profile={with_helper}",
-            "-e", "dgxspark_boot_replace=true", timeout=400,
-        )  # fmt: skip
-        took = time.monotonic() - started
-        print(proc.stdout)  # shown when the test fails
-        assert proc.returncode != 0, proc.stdout[-4000:]
-        flat = " ".join(proc.stdout.split())
-        # the cause, naming the rank, and its log tail with the engine's own error
-        assert (
-            "rank 2 (sim3-worker2) stopped while the head waited to serve: its container is exited (exit code 1)"
-            in flat
-        ), proc.stdout[-6000:]
-        assert "the head is not serving: rank 2 (sim3-worker2) is gone" in flat
-        assert "the boot failed; every rank was stopped, the helpers resumed and the memory guard left idle" in flat
-        assert "rank 2 (sim3-worker2) log tail:" in flat
-        assert "KV cache is needed, which is larger than the available KV cache memory" in flat
-        assert "TASK [Ask for a smoke completion]" in proc.stdout and "Switch the memory guard to steady" not in flat
-        # the boot did not wait out its 900 s timeout while the head hung in NCCL's first collective
-        assert took < 240, f"the failed boot took {took:.0f} s"
-        # on the nodes: no rank runs, the guard is idle and not tripped, the helper was paused and runs again
-        for host in hosts:
-            assert rank_containers(host) == {"vllm_dsv41": "exited"}, host
-            guard = guard_phase(host)
-            assert guard["phase"] == "idle" and not guard.get("tripped"), (host, guard)
-            assert node_sh(host, f"systemctl is-active {HELPER}").stdout.strip() == "active", host
-            assert helper_started_at(host) != helper_before[host], f"{host}: the helper was never paused"
-        worker2 = node_sh("sim3-worker2", "docker inspect -f '{{.State.ExitCode}}' vllm_dsv41").stdout.strip()
-        assert worker2 == "1"
-        head_log = node_sh("sim3-head", "docker logs vllm_dsv41 2>&1").stdout
-        assert "Application startup complete" not in head_log  # the head never served
-    finally:
-        remove_helper_service(hosts)
+    helper_before = {host: helper_started_at(host) for host in hosts}
+    assert all(node_sh(h, f"systemctl is-active {HELPER}").stdout.strip() == "active" for h in hosts)
+    started = time.monotonic()
+    proc = playbook("playbooks/boot.yml", "-i", str(override), timeout=400)
+    took = time.monotonic() - started
+    print(proc.stdout)  # shown when the test fails
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    flat = " ".join(proc.stdout.split())
+    # the cause, naming the rank, and its log tail with the engine's own error
+    assert (
+        "rank 2 (sim3-worker2) stopped while the head waited to serve: its container is exited (exit code 1)" in flat
+    ), proc.stdout[-6000:]
+    assert "the head is not serving: rank 2 (sim3-worker2) is gone" in flat
+    assert "the boot failed; every rank was stopped and removed" in flat
+    assert "the helpers resumed and the memory guard left idle" in flat
+    assert "rank 2 (sim3-worker2) log tail, exit code 1:" in flat
+    assert "KV cache is needed, which is larger than the available KV cache memory" in flat
+    assert "Switch the memory guard to steady" not in flat
+    # the boot did not wait out its 900 s timeout while the head hung in NCCL's first collective
+    assert took < 240, f"the failed boot took {took:.0f} s"
+    # on the nodes: no rank left, the guard is idle and not tripped, the helper was paused and runs again
+    for host in hosts:
+        assert rank_containers(host) == {}, host
+        guard = guard_phase(host)
+        assert guard["phase"] == "idle" and not guard.get("tripped"), (host, guard)
+        assert node_sh(host, f"systemctl is-active {HELPER}").stdout.strip() == "active", host
+        assert helper_started_at(host) != helper_before[host], f"{host}: the helper was never paused"
+    worker2 = rank_records("sim3-worker2")[-1]
+    assert worker2["exit_code"] == 1 and worker2["was_running"] is False, worker2
+    head = rank_records("sim3-head")[-1]
+    assert head["was_running"] is True
+    assert not [line for line in head["log_tail"] if "Application startup complete" in line]  # never served
 
 
 def test_boot_fault_node_does_not_answer_ssh(sim3):
@@ -438,13 +440,12 @@ def test_boot_fault_node_does_not_answer_ssh(sim3):
     assert "fatal: [sim3-worker1]: UNREACHABLE!" in flat, proc.stdout[-4000:]
     assert "172.31.3.11 port 22" in flat
     unreachable = flat[: flat.index("fatal: [sim3-worker1]: UNREACHABLE!")]
-    assert "TASK [Gather node facts (one round trip per node)]" in unreachable  # the preflight's first contact
+    assert "TASK [dgxspark.cluster.boot : Gather node facts (one round trip per node)]" in unreachable
     # the later plays print their names, and run no task: no host is left in them
     for later in (
         "TASK [dgxspark.cluster.kernel",
-        "TASK [Pause the helper",
-        "TASK [Start the workers",
-        "TASK [Start the head",
+        "TASK [dgxspark.cluster.boot : Pause the helper",
+        "TASK [dgxspark.cluster.boot : Start the rank",
     ):
         assert later not in flat, later
     assert "sim3-head : ok=3 changed=0 unreachable=0 failed=0" in flat, flat[-1000:]

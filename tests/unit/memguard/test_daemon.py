@@ -317,6 +317,8 @@ def test_unreadable_meminfo_trips_the_daemon(node: Callable, start: Callable, en
     daemon.ask({"command": "phase", "phase": "steady"})
     os.unlink(settings["meminfo_path"])
     assert wait_for(lambda: docker.requests, GRACE + 2 * INTERVAL + SLACK)
+    # the state file is written after the stop, at the end of the sample: wait for it, not only the stop
+    assert wait_for(lambda: (daemon.state() or {}).get("tripped"), 2 * INTERVAL + SLACK)
     assert "MemAvailable unreadable" in daemon.state()["tripped"]["reason"]
 
 

@@ -100,3 +100,25 @@ def test_profile_is_returned_with_defaults() -> None:
     result = run({"src": str(SPARK3)})
     assert result["profile"]["container"]["name"] == "vllm_dsv41"
     assert result["profile"]["model"] == read(SPARK3)["model"]
+
+
+def test_every_planned_rank_carries_its_docker_container_parameters() -> None:
+    result = run({"src": str(SPARK3), "hosts": list(HOSTVARS)}, {"groups": GROUPS, "hostvars": HOSTVARS})
+    assert not result.get("failed"), result
+    for rank in result["plan"]["ranks"]:
+        assert rank["container"]["name"] == "vllm_dsv41" and rank["container"]["labels"] == rank["labels"]
+        assert rank["container"]["env"]["VLLM_HOST_IP"] == HOSTVARS[rank["host"]]["dgxspark_fabric_address"]
+
+
+@pytest.mark.parametrize(
+    "address,problem",
+    [
+        ("fd00::12", 'dgxspark_fabric_address: not an IPv4 address (found "fd00::12"'),
+        ("127.0.0.1", "dgxspark_fabric_address: a loopback address, which peers cannot reach"),
+    ],
+)
+def test_a_fabric_address_the_fabric_cannot_use_fails_the_plan(address: str, problem: str) -> None:
+    hostvars = dict(HOSTVARS, **{"spark-w2": dict(HOSTVARS["spark-w2"], dgxspark_fabric_address=address)})
+    result = run({"src": str(SPARK3), "hosts": list(HOSTVARS)}, {"groups": GROUPS, "hostvars": hostvars})
+    assert result["failed"] is True and "nothing was touched" in result["msg"]
+    assert f"inventory: host spark-w2: {problem}" in result["msg"], result["msg"]

@@ -44,7 +44,7 @@ def test_rank_argv() -> None:
     assert "VLLM_HOST_IP=198.51.100.10" in FILTERS["rank_argv"](str(SPARK3), 0, "198.51.100.10")
     with pytest.raises(AnsibleFilterError, match="not a rank of shape tp3-triangle"):
         FILTERS["rank_argv"](str(SPARK3), 3, "198.51.100.10")
-    with pytest.raises(AnsibleFilterError, match="not an IP address"):
+    with pytest.raises(AnsibleFilterError, match="not an IPv4 address"):
         FILTERS["rank_argv"](str(SPARK3), 0, "head.example")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import (
+    DEFAULT_SECTIONS,
     SECTIONS,
     CommandResult,
     Options,
@@ -81,8 +82,8 @@ def test_gb10_runs_two_processes_and_four_requests(gb10_node: Any) -> None:
     assert tools.calls == [query_argv(NVIDIA_SMI), show_argv(SYSTEMCTL, SERVICES)]
     assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json"]
     assert node["problems"] == []
-    assert node["sections"] == list(SECTIONS)
-    assert list(node) == [*SECTIONS, "sections", "problems", "elapsed_ms"]
+    assert node["sections"] == list(DEFAULT_SECTIONS)
+    assert list(node) == [*DEFAULT_SECTIONS, "sections", "problems", "elapsed_ms"]
     assert isinstance(node["elapsed_ms"], float)
     json.dumps(node)  # plain data only
 
@@ -397,3 +398,33 @@ def test_tool_resolution(tmp_path: pathlib.Path) -> None:
     assert Tool.resolve("nvidia-smi", str(plain), "/usr/bin/nvidia-smi").missing == f"nvidia-smi not found at {plain}"
     assert Tool.resolve("nvidia-smi", None, "/usr/bin/nvidia-smi") == Tool("nvidia-smi", "/usr/bin/nvidia-smi")
     assert Tool.resolve("nvidia-smi", None, None) == Tool("nvidia-smi", None, "nvidia-smi not found")
+
+
+# ---------------------------------------------------------------- memguard and ports (asked for by name)
+def test_memguard_and_ports_are_gathered_only_when_named() -> None:
+    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports"}
+    node = gather(options(GB10, sections=("memory",)), FakeTools({}))
+    assert "memguard" not in node and "ports" not in node
+
+
+def test_a_fresh_node_has_no_guard_and_no_listener(tmp_path: pathlib.Path) -> None:
+    """The GB10 tree has no guard files and no /proc/net/tcp: facts, not problems."""
+    node = gather(
+        options(
+            GB10,
+            sections=("memguard", "ports"),
+            memguard_state_path=str(tmp_path / "state.json"),
+            memguard_trip_path=str(tmp_path / "tripped.json"),
+            memguard_log_path=str(tmp_path / "decisions.jsonl"),
+            ports=(8000, 29501),
+        ),
+        FakeTools({}),
+    )
+    assert node["problems"] == []
+    assert (node["memguard"]["installed"], node["memguard"]["running"], node["memguard"]["tripped"]) == (
+        False,
+        None,
+        None,
+    )
+    assert node["ports"] == {"asked": [8000, 29501], "listening": [], "unreadable_processes": 0}
+    assert node["sections"] == ["memguard", "ports"]

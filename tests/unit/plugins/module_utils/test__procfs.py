@@ -10,6 +10,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     KernelModule,
     Limit,
     memory_facts,
+    parse_cgroup_container,
     parse_cmdline,
     parse_limits,
     parse_meminfo,
@@ -182,3 +183,30 @@ def test_page_size(line: str, size: int) -> None:
 def test_page_size_rejects() -> None:
     with pytest.raises(ValueError, match="KernelPageSize"):
         parse_page_size("MMUPageSize: 4 kB")
+
+
+ID_A = "962259347e84a7e84abd0a7422096c3aab2a03d03c3900bcdb1327e89302c457"
+ID_B = "5d0c1e0f6a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5"
+
+
+@pytest.mark.parametrize(
+    "text,container",
+    [
+        (f"0::/system.slice/docker-{ID_A}.scope\n", ID_A),  # cgroup v2, Docker's systemd driver
+        (f"0::/docker/{ID_A}\n", ID_A),  # cgroup v2, the cgroupfs driver
+        (f"12:memory:/docker/{ID_A}\n4:pids:/docker/{ID_A}\n1:name=systemd:/docker/{ID_A}\n", ID_A),  # cgroup v1
+        (f"0::/system.slice/docker-{ID_B}.scope/system.slice/docker-{ID_A}.scope\n", ID_A),  # Docker in Docker
+        (f"0::/machine.slice/libpod-{ID_A}.scope/container\n", ID_A),  # Podman
+        (f"12:pids:/dgxspark-sim/sim3-head/{ID_A}\n", ID_A),  # dockerd --cgroup-parent (the simulated nodes)
+        (f"0::/docker/{ID_A}x\n", None),  # not an ID: a longer word
+        (f"0::/x{ID_A}\n", None),
+        (f"0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-{ID_A}.scope\n", ID_A),
+        ("0::/system.slice/docker.service\n", None),  # dockerd itself, on the host
+        ("0::/user.slice/user-1000.slice/session-3.scope\n", None),
+        (f"0::/system.slice/docker-{ID_A[:12]}.scope\n", None),  # not a whole ID
+        ("9:name=systemd:/\n8:pids:/\n4:memory:/process_api/9ec2f4eee0ec776c84bc31edb8e09a15\n0::/\n", None),
+        ("", None),
+    ],
+)
+def test_cgroup_container(text: str, container: str | None) -> None:
+    assert parse_cgroup_container(text) == container

@@ -2,6 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -9,10 +10,8 @@ import pytest
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     PORT0,
     PORT1,
-    FabricHost,
     HostFabric,
     default_cabling,
-    fabric_hosts_from_inventory,
     fabric_plan,
     host_share,
     ping_payload,
@@ -22,6 +21,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     shape_settings,
     sysctls,
 )
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, hosts_from_inventory
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
 
 SIM = {
@@ -31,16 +31,15 @@ SIM = {
 }
 
 
-def sim_hosts(cluster: int, cabling: dict[str, Any] | None = None) -> list[FabricHost]:
+def sim_hosts(cluster: int, cabling: dict[str, Any] | None = None) -> list[Host]:
     """The simulated cluster's hosts: rank r has 10.99.<N>.<r+1>."""
     cabling = cabling or {}
     return [
-        FabricHost(name, rank, f"10.99.{cluster}.{rank + 1}", cabling.get(name))
-        for rank, name in enumerate(SIM[cluster])
+        Host(name, rank, f"10.99.{cluster}.{rank + 1}", cabling.get(name)) for rank, name in enumerate(SIM[cluster])
     ]
 
 
-def problems(topology: str, hosts: list[FabricHost], **kwargs: Any) -> list[str]:
+def problems(topology: str, hosts: list[Host], **kwargs: Any) -> list[str]:
     with pytest.raises(ProfileError) as info:
         fabric_plan(topology, hosts, **kwargs)
     return [p.render() for p in info.value.problems]
@@ -244,7 +243,7 @@ def test_triangle_missing_a_cable_routes_through_the_third_host() -> None:
 
 def test_six_node_ring_routes_two_hops() -> None:
     names = [f"n{r}" for r in range(6)]
-    hosts = [FabricHost(n, r, f"192.168.0.{r + 1}") for r, n in enumerate(names)]
+    hosts = [Host(n, r, f"192.168.0.{r + 1}") for r, n in enumerate(names)]
     plan = fabric_plan("ring", hosts)
     # 0 -> 3: both ways are 3 hops; the lower-ranked first hop (n1) wins, and each hop decides again.
     check = plan["n0"].checks[2]
@@ -258,11 +257,13 @@ def test_from_inventory() -> None:
         "a": {"dgxspark_rank": 0, "dgxspark_fabric_address": "10.0.0.1"},
         "b": {"dgxspark_rank": 1, "dgxspark_fabric_address": "10.0.0.2", "dgxspark_fabric_cabling": {PORT1: "switch"}},
     }
-    assert fabric_hosts_from_inventory(hostvars, ["a", "b"]) == [
-        FabricHost("a", 0, "10.0.0.1"),
-        FabricHost("b", 1, "10.0.0.2", {PORT1: "switch"}),
+    groups = {"dgxspark_head": ["a"], "dgxspark_workers": ["b"]}
+    hosts, both = hosts_from_inventory(hostvars, groups)
+    assert both == [] and hosts == [
+        Host("a", 0, "10.0.0.1", head=True),
+        Host("b", 1, "10.0.0.2", {PORT1: "switch"}),
     ]
-    assert set(fabric_plan("switch", fabric_hosts_from_inventory(hostvars, ["a", "b"]))) == {"a", "b"}
+    assert set(fabric_plan("switch", hosts)) == {"a", "b"}
 
 
 SIM4_HEAD_PORT1 = """\
@@ -328,11 +329,8 @@ def test_render_networkd_triangle_has_no_forwarding_or_routes() -> None:
             assert "[Route]" not in text
 
 
-def _with(hosts: list[FabricHost], index: int, **changes: Any) -> list[FabricHost]:
-    values = {"name": hosts[index].name, "rank": hosts[index].rank, "address": hosts[index].address}
-    values["cabling"] = hosts[index].cabling
-    values.update(changes)
-    return [*hosts[:index], FabricHost(**values), *hosts[index + 1 :]]
+def _with(hosts: list[Host], index: int, **changes: Any) -> list[Host]:
+    return [*hosts[:index], replace(hosts[index], **changes), *hosts[index + 1 :]]
 
 
 @pytest.mark.parametrize(
@@ -351,25 +349,25 @@ def _with(hosts: list[FabricHost], index: int, **changes: Any) -> list[FabricHos
         ("switch", sim_hosts(8), {"prefix": 31}, ["prefix: not a usable prefix length"]),
         (
             "ring",
-            _with(sim_hosts(4), 2, address=None),
+            _with(sim_hosts(4), 2, fabric_address=None),
             {},
             ["host sim4-worker2: dgxspark_fabric_address: no fabric address"],
         ),
         (
             "ring",
-            _with(sim_hosts(4), 2, address="10.99.4.300"),
+            _with(sim_hosts(4), 2, fabric_address="10.99.4.300"),
             {},
             ['host sim4-worker2: dgxspark_fabric_address: not an IPv4 address (found "10.99.4.300"'],
         ),
         (
             "ring",
-            _with(sim_hosts(4), 2, address="fd00::3"),
+            _with(sim_hosts(4), 2, fabric_address="fd00::3"),
             {},
             ['host sim4-worker2: dgxspark_fabric_address: not an IPv4 address (found "fd00::3"'],
         ),
         (
             "ring",
-            _with(sim_hosts(4), 2, address="10.99.4.2"),
+            _with(sim_hosts(4), 2, fabric_address="10.99.4.2"),
             {},
             ['dgxspark_fabric_address 10.99.4.2: the same fabric address on several hosts (found ["sim4-worker1", '],
         ),
@@ -386,7 +384,7 @@ def _with(hosts: list[FabricHost], index: int, **changes: Any) -> list[FabricHos
         ("ring", _with(sim_hosts(4), 2, rank="two"), {}, ['host sim4-worker2: dgxspark_rank: not a rank (found "two"']),
         (
             "switch",
-            _with(sim_hosts(8), 5, address="10.99.9.6"),
+            _with(sim_hosts(8), 5, fabric_address="10.99.9.6"),
             {},
             [
                 "host sim8-worker5: dgxspark_fabric_address: not in the switch's prefix 10.99.8.0/24 "
@@ -395,13 +393,13 @@ def _with(hosts: list[FabricHost], index: int, **changes: Any) -> list[FabricHos
         ),
         (
             "switch",
-            _with(sim_hosts(8), 5, address="10.99.8.255"),
+            _with(sim_hosts(8), 5, fabric_address="10.99.8.255"),
             {},
             ["host sim8-worker5: dgxspark_fabric_address: the network or broadcast address of 10.99.8.0/24"],
         ),
     ],
 )
-def test_validation(topology: str, hosts: list[FabricHost], kwargs: dict[str, Any], fragments: list[str]) -> None:
+def test_validation(topology: str, hosts: list[Host], kwargs: dict[str, Any], fragments: list[str]) -> None:
     found = problems(topology, hosts, **kwargs)
     for fragment in fragments:
         assert any(fragment in text for text in found), (fragment, found)
@@ -515,7 +513,7 @@ def test_switch_cabling_validation(cabling: dict[str, Any], fragments: list[str]
 
 
 def test_every_problem_at_once() -> None:
-    hosts = _with(_with(sim_hosts(4), 1, address="nope"), 3, rank=7)
+    hosts = _with(_with(sim_hosts(4), 1, fabric_address="nope"), 3, rank=7)
     found = problems("triangle", hosts, mtu=0)
     assert len(found) == 4, found
     assert [text.split(": ")[1] for text in found] == ["topology", "mtu", "host sim4-worker1", "dgxspark_rank"]
@@ -523,7 +521,7 @@ def test_every_problem_at_once() -> None:
 
 def test_address_mtu_and_cabling_problems_together() -> None:
     cabling = _cabling(sim4_worker2={PORT0: "sim4-worker1", PORT1: "sim4-head"})
-    hosts = _with(sim_hosts(4, cabling), 1, address=None)
+    hosts = _with(sim_hosts(4, cabling), 1, fabric_address=None)
     found = problems("ring", hosts, mtu="9000")
     assert [text.split(": ")[1] for text in found] == [
         "mtu",
@@ -534,7 +532,7 @@ def test_address_mtu_and_cabling_problems_together() -> None:
 
 
 def test_switch_prefix_check_skips_hosts_without_address() -> None:
-    hosts = _with(_with(sim_hosts(8), 0, address=""), 7, address="10.99.9.8")
+    hosts = _with(_with(sim_hosts(8), 0, fabric_address=""), 7, fabric_address="10.99.9.8")
     found = problems("switch", hosts)
     assert len(found) == 2, found
     assert "host sim8-head: dgxspark_fabric_address: no fabric address" in found[0]
@@ -543,10 +541,10 @@ def test_switch_prefix_check_skips_hosts_without_address() -> None:
 
 def test_ranks_read_as_the_plan_reads_them() -> None:
     # An INI inventory gives "1"; the serving plan accepts it, so the fabric plan does too.
-    hosts = [FabricHost(h.name, str(h.rank), h.address, h.cabling) for h in sim_hosts(3)]
+    hosts = [replace(h, rank=str(h.rank)) for h in sim_hosts(3)]
     plan = fabric_plan("triangle", hosts)
     assert sorted(p.rank for p in plan.values()) == [0, 1, 2]
-    assert any("not a rank" in p for p in problems("triangle", [FabricHost("a", "one", "10.99.3.1"), *hosts[1:]]))
+    assert any("not a rank" in p for p in problems("triangle", [Host("a", "one", "10.99.3.1"), *hosts[1:]]))
 
 
 def test_checks_name_the_far_port_on_cables_and_on_the_switch() -> None:

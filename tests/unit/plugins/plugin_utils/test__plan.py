@@ -7,23 +7,25 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan, hosts_from_inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import fabric_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, hosts_from_inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, edited
 
 
-def cluster(n: int, **per_host: dict[str, Any]) -> list[HostSpec]:
+def cluster(n: int, **per_host: dict[str, Any]) -> list[Host]:
     hosts = []
     for i in range(n):
         name = "spark-head" if i == 0 else f"spark-w{i}"
         fields: dict[str, Any] = {"rank": i, "head": i == 0, "fabric_address": f"198.51.100.{10 + i}"}
         fields.update(per_host.get(name, {}))
-        hosts.append(HostSpec(name, **fields))
+        hosts.append(Host(name, **fields))
     return hosts
 
 
-def problems(profile: Any, shape: str, hosts: list[HostSpec]) -> list[str]:
+def problems(profile: Any, shape: str, hosts: list[Host]) -> list[str]:
     with pytest.raises(ProfileError) as caught:
         build_plan(profile, shape, hosts)
     return [p.render() for p in caught.value.problems]
@@ -99,7 +101,19 @@ HOST_CASES = {
     ),
     "bad fabric address": (
         lambda: cluster(3, **{"spark-w2": {"fabric_address": "198.51.100.300"}}),
-        ["not an IP address"],
+        ['host spark-w2: dgxspark_fabric_address: not an IPv4 address (found "198.51.100.300"'],
+    ),
+    "IPv6 fabric address": (
+        lambda: cluster(3, **{"spark-w2": {"fabric_address": "fd00::12"}}),
+        ['host spark-w2: dgxspark_fabric_address: not an IPv4 address (found "fd00::12"', "the fabric is IPv4"],
+    ),
+    "worker at rank 0": (
+        lambda: cluster(3, **{"spark-w1": {"rank": 0}}),
+        ["host spark-w1: dgxspark_rank: rank 0 is the head's; this host is a worker"],
+    ),
+    "refused docker option in an override": (
+        lambda: cluster(3, **{"spark-w1": {"overrides": {"container": {"docker_run_args": ["--env-file=/x"]}}}}),
+        ["host spark-w1: dgxspark_overrides.container.docker_run_args[0]: --env-file is not allowed here"],
     ),
     "shared fabric address": (
         lambda: cluster(3, **{"spark-w2": {"fabric_address": "198.51.100.11"}}),
@@ -117,6 +131,17 @@ def test_inventory_problems(make_hosts: Any, fragments: list[str]) -> None:
     rendered = problems(load_profile(str(SPARK3)), "tp3-triangle", make_hosts())
     for fragment in fragments:
         assert any(fragment in p for p in rendered), (fragment, rendered)
+    assert len(set(rendered)) == len(rendered), rendered
+
+
+def test_a_refused_option_in_an_override_is_one_problem_at_its_path() -> None:
+    hosts = cluster(3, **{"spark-w1": {"overrides": {"container": {"docker_run_args": ["--cpus=4", "-p", "80:80"]}}}})
+    rendered = problems(load_profile(str(SPARK3)), "tp3-triangle", hosts)
+    assert rendered == [
+        "inventory: host spark-w1: dgxspark_overrides.container.docker_run_args[1]: --publish is not allowed here "
+        '(found "-p 80:80"). ranks run on the host\'s network (--network=host): there is no container network to '
+        "give addresses, aliases, links or published ports on; the head serves on container.api_port of the host"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -228,3 +253,48 @@ def test_the_fabric_roles_discoveries_fill_what_the_profile_leaves_open() -> Non
     assert head["NCCL_SOCKET_IFNAME"] == "=enp1s0f1np1"
     # a host the fabric role did not reach (or with a value that is not its result) gets the profile's own
     assert "NCCL_IB_HCA" not in ranks[1]["environment"] and "NCCL_IB_HCA" not in ranks[2]["environment"]
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["fd00::12", "::ffff:198.51.100.12", "127.0.0.1", "0.0.0.0", "0.0.0.7", "224.0.0.1", "240.0.0.1", "nope", ""],
+)
+def test_an_address_the_fabric_cannot_use_fails_the_serving_plan_as_it_fails_the_fabric_plan(address: str) -> None:
+    hosts = cluster(3, **{"spark-w2": {"fabric_address": address}})
+    with pytest.raises(ProfileError) as serving:
+        build_plan(load_profile(str(SPARK3)), "tp3-triangle", hosts)
+    with pytest.raises(ProfileError) as fabric:
+        fabric_plan("triangle", hosts)
+    assert [p.as_dict() for p in serving.value.problems] == [p.as_dict() for p in fabric.value.problems]
+    (problem,) = serving.value.problems
+    assert problem.where == "host spark-w2: dgxspark_fabric_address" and problem.source == "inventory"
+
+
+def test_the_plan_reads_hosts_as_the_fabric_plan_does() -> None:
+    hosts = cluster(3, **{"spark-w1": {"rank": "1", "fabric_address": " 198.51.100.11 "}})
+    plan = build_plan(load_profile(str(SPARK3)), "tp3-triangle", hosts)
+    fabric = fabric_plan("triangle", hosts)
+    assert [(r["host"], r["rank"], r["fabric_address"]) for r in plan["ranks"]] == [
+        (h.host, h.rank, h.address) for h in sorted(fabric.values(), key=lambda h: h.rank)
+    ]
+    assert plan["ranks"][1]["environment"]["VLLM_HOST_IP"] == "198.51.100.11"
+
+
+def test_every_rank_carries_what_starts_it() -> None:
+    plan = build_plan(load_profile(str(SPARK8)), "tp8-300k", cluster(8))
+    for rank in plan["ranks"]:
+        container = rank["container"]
+        assert (container["name"], container["image"], container["command"]) == (
+            rank["container_name"],
+            rank["image"],
+            rank["command"],
+        )
+        assert container["env"] == rank["environment"] and container["labels"] == rank["labels"]
+        assert container["network_mode"] == "host" and container["restart_policy"] == "no"
+
+
+def test_hostspec_keeps_its_argument_order() -> None:
+    host = HostSpec("a", 0, True, "198.51.100.1", {"sizing": {"max_num_seqs": 4}}, {"gid_index": 3})
+    assert (host.name, host.rank, host.head, host.fabric_address) == ("a", 0, True, "198.51.100.1")
+    assert (host.overrides, host.discovered, host.cabling) == ({"sizing": {"max_num_seqs": 4}}, {"gid_index": 3}, None)
+    assert isinstance(host, Host)

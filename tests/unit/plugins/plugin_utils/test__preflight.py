@@ -12,12 +12,18 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.cluster.plugins.filter.boot import FilterModule
+from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles
+from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import memguard_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, gather
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
-from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import GB10
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import STORED
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
+    GB10,
+    fake_docker_engine,
+)
 
 GIB = 1024**3
 PROFILE = validate_profile(json.loads(SPARK3.read_text()))
@@ -121,3 +127,307 @@ def test_a_node_without_facts_or_image_fails() -> None:
     result = preflight({"spark-head": node(0), "spark-w2": missing}, PLAN, PROFILE.data)
     failed = {(line["check"], line["host"]) for line in result["failures"]}
     assert ("node-facts", "spark-w1") in failed and ("image-present", "spark-w2") in failed
+
+
+# ---------------------------------------------------------------- the memory guard (node_facts' memguard section)
+def stored_guard() -> dict[str, Any]:
+    """The memguard section node_facts reads from the daemon's own files after a steady trip (see
+    tests/unit/fixtures/memguard/node-facts/README.md)."""
+    return memguard_facts(
+        HostFiles([]),
+        str(STORED / "state.json"),
+        str(STORED / "tripped.json"),
+        str(STORED / "decisions.jsonl"),
+        str(STORED),  # no /proc/<pid> there: not running now
+        lambda: 1796106600.0,
+    )
+
+
+TRIP_TEXT = (
+    "the memory guard tripped at 2026-12-01T06:29:36Z: MemAvailable under the steady floor 3.00 GiB (last 2.50 GiB) "
+    "for 30.00 s (grace 30 s, phase steady); last 6 of 19 samples (UTC): 06:29:26 2.50 GiB low, "
+    "06:29:28 2.50 GiB low, 06:29:30 2.50 GiB low, 06:29:32 2.50 GiB low, 06:29:34 2.50 GiB low, 06:29:36 2.50 GiB low"
+)
+NOT_TRIPPED = {"installed": True, "running": True, "phase": "steady", "trips": 0, "tripped": None}
+
+
+@pytest.mark.parametrize(
+    "guard,clear_trip,status,message",
+    [
+        (
+            "stored",
+            False,
+            "FAIL",
+            f"{TRIP_TEXT}; clear it once the cause is understood: the memguard role's clear entry point "
+            "(include_role dgxspark.cluster.memguard, tasks_from: clear), or boot with -e boot_clear_trip=true",
+        ),
+        ("stored", True, "WARN", f"{TRIP_TEXT}; it will be cleared (asked for)"),
+        (NOT_TRIPPED, False, "PASS", "not tripped (phase steady, 0 trip(s) recorded)"),
+        (NOT_TRIPPED, True, "PASS", "not tripped (phase steady, 0 trip(s) recorded)"),
+        (
+            {**NOT_TRIPPED, "running": False, "state_age_s": 312.5},
+            False,
+            "WARN",
+            "not tripped, but the memory guard is not running (its state is 312.5 s old): the boot starts it",
+        ),
+        (
+            {"installed": False, "running": None, "tripped": None},
+            False,
+            "WARN",
+            "the memory guard is not installed yet (a fresh node): the boot installs it",
+        ),
+        (None, False, "WARN", "could not check: node_facts gathered no memguard section"),
+    ],
+)
+def test_guard_tripped(guard: Any, clear_trip: bool, status: str, message: str) -> None:
+    worker = node(2)
+    if guard is not None:
+        worker["memguard"] = stored_guard() if guard == "stored" else guard
+    result = preflight(facts(**{"spark-w2": worker}), PLAN, PROFILE.data, clear_trip=clear_trip)
+    assert by(result, "guard-tripped", "spark-w2") == {
+        "check": "guard-tripped",
+        "host": "spark-w2",
+        "status": status,
+        "message": message,
+    }
+    assert result["failed"] is (status == "FAIL")
+
+
+@pytest.mark.parametrize(
+    "samples,text",
+    [
+        (None, "its samples were not found (the guard's decision log has no line for this trip)"),
+        ([], "no samples recorded"),
+        (
+            [{"t": 1796106576.25, "mem_available": None, "psi_full_avg10": 61.5, "low": True}],
+            "last 1 of 1 samples (UTC): 06:29:36 MemAvailable unreadable PSI 61.5 % low",
+        ),
+    ],
+)
+def test_a_trip_without_samples_says_so(samples: Any, text: str) -> None:
+    guard = stored_guard()
+    guard["tripped"]["samples"] = samples
+    worker = node(1)
+    worker["memguard"] = guard
+    message = by(preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data), "guard-tripped", "spark-w1")["message"]
+    assert f"(grace 30 s, phase steady); {text}; clear it" in message
+
+
+def test_the_filter_passes_clear_trip() -> None:
+    worker = node(1)
+    worker["memguard"] = stored_guard()
+    boot_preflight = FilterModule().filters()["boot_preflight"]
+    assert boot_preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data)["failed"] is True
+    assert boot_preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, clear_trip=True)["failed"] is False
+
+
+# ---------------------------------------------------------------- ports (node_facts' ports section)
+CONTAINER_ID = "962259347e84a7e84abd0a7422096c3aab2a03d03c3900bcdb1327e89302c457"
+
+
+def listener(port: int, pid: int | None, comm: str | None, container: str | None = None, **more: Any) -> dict[str, Any]:
+    entry = {"port": port, "family": "ipv4", "address": "0.0.0.0", "inode": 1, "uid": 0, "pids": [pid] if pid else []}
+    entry.update(pid=pid, comm=comm, container=container, container_name=None)
+    entry.update(more)
+    return entry
+
+
+def head_with(listening: list[dict[str, Any]] | None, spec: str = "other", unreadable: int = 0) -> dict[str, Any]:
+    running = [{"name": "vllm_dsv41", "id": CONTAINER_ID, "state": "running", "labels": {SPEC: spec}}]
+    head = node(0, containers=running)
+    if listening is not None:
+        head["ports"] = {"asked": [8000, 29501], "listening": listening, "unreadable_processes": unreadable}
+    return head
+
+
+SPEC = "dgxspark.cluster.spec_sha256"
+OWN = PLAN["ranks"][0]["spec_sha256"]
+
+
+@pytest.mark.parametrize(
+    "head,replace,status,message",
+    [
+        (head_with([]), False, "PASS", "the API port 8000 and the master port 29501: free"),
+        (
+            head_with([listener(8000, 5150, "python3", "5d0c1e0f" * 8, container_name="open-webui")]),
+            False,
+            "FAIL",
+            "the API port 8000 is held by pid 5150 (python3, container open-webui) on 0.0.0.0; "
+            "stop it, or plan other ports (the profile's container.api_port, master_port)",
+        ),
+        (
+            head_with(
+                [
+                    listener(29501, 6011, "torchrun"),
+                    listener(29501, 6011, "torchrun", family="ipv6", address="::"),
+                    listener(8000, None, None, uid=1000),
+                ],
+                unreadable=3,
+            ),
+            True,  # replace does not free a port another process holds
+            "FAIL",
+            "the API port 8000 is held by a process node_facts could not name (socket owner uid 1000) on 0.0.0.0; "
+            "the master port 29501 is held by pid 6011 (torchrun) on 0.0.0.0, :: "
+            "(3 process(es) could not be read: gather node_facts with become to name it); "
+            "stop it, or plan other ports (the profile's container.api_port, master_port)",
+        ),
+        (
+            head_with([listener(8000, 4242, "vllm", CONTAINER_ID), listener(29501, 4242, "vllm", CONTAINER_ID)], OWN),
+            False,
+            "PASS",
+            "the API port 8000 and the master port 29501: held by vllm_dsv41 itself, which serves as planned",
+        ),
+        (
+            head_with([listener(8000, 4242, "vllm", CONTAINER_ID)]),
+            True,
+            "WARN",
+            "the API port 8000: held by the previous vllm_dsv41, which will be replaced (asked for)",
+        ),
+        (
+            head_with([listener(8000, 4242, "vllm", CONTAINER_ID)]),
+            False,
+            "FAIL",
+            "the API port 8000: held by the previous vllm_dsv41 (another spec); "
+            "remove it, or boot with -e boot_replace=true to replace it",
+        ),
+        (
+            head_with(None),
+            False,
+            "WARN",
+            "could not check the API port 8000 and the master port 29501: node_facts gathered no ports section "
+            "(sections: [ports], ports: [8000, 29501])",
+        ),
+    ],
+)
+def test_port_free(head: dict[str, Any], replace: bool, status: str, message: str) -> None:
+    result = preflight(facts(**{"spark-head": head}), PLAN, PROFILE.data, replace=replace)
+    assert by(result, "port-free", "spark-head") == {
+        "check": "port-free",
+        "host": "spark-head",
+        "status": status,
+        "message": message,
+    }
+    assert by(result, "port-free", "spark-w1")["message"] == "rank 1 needs no fixed port (it runs --headless)"
+
+
+# ---------------------------------------------------------------- a re-boot of a cluster serving as planned
+def test_a_cluster_serving_as_planned_passes_whatever_its_memory() -> None:
+    serving = {}
+    for index, host in enumerate(HOSTS):
+        rank = PLAN["ranks"][index]
+        running = [
+            {"name": "vllm_dsv41", "id": f"{index}" * 64, "state": "running", "labels": {SPEC: rank["spec_sha256"]}}
+        ]
+        serving[host] = node(index, available_gib=6.2, containers=running)
+        serving[host]["memguard"] = NOT_TRIPPED
+        serving[host]["ports"] = {"asked": [8000, 29501], "listening": [], "unreadable_processes": 0}
+    serving["spark-head"]["ports"]["listening"] = [listener(8000, 4242, "vllm", "0" * 64)]
+    result = preflight(serving, PLAN, PROFILE.data)
+    assert not result["failed"], result["report"]
+    assert result["as_planned"] == dict.fromkeys(HOSTS, True)
+    assert by(result, "mem-available", "spark-w2")["message"] == (
+        "vllm_dsv41 already serves as planned (MemAvailable 6.2 GiB with it loaded); "
+        "the 100 GiB floor applies to a rank that must start"
+    )
+    # one rank that must start again is held to the floor, and only that one
+    serving["spark-w2"]["docker"]["containers"][0]["state"] = "exited"
+    result = preflight(serving, PLAN, PROFILE.data, replace=True)
+    assert [(line["check"], line["host"]) for line in result["failures"]] == [("mem-available", "spark-w2")]
+    assert result["as_planned"] == {"spark-head": True, "spark-w1": True, "spark-w2": False}
+
+
+# ---------------------------------------------------------------- drift: a previous container with another spec
+def gb10_docker() -> dict[str, Any]:
+    """The GB10 engine's answers (rank 1 of this very plan, captured), as node_facts returns them."""
+    with fake_docker_engine() as (path, _requests):
+        return gather(
+            Options(sections=("docker",), docker_host=f"unix://{path}"), lambda argv: CommandResult(1, "", "")
+        )["docker"]
+
+
+def plan_with(edits: dict[str, Any], environment: dict[str, str] | None = None) -> dict[str, Any]:
+    profile = validate_profile(edited(json.loads(SPARK3.read_text()), edits))
+    plan = build_plan(
+        profile, "tp3-triangle", [HostSpec(h, i, i == 0, f"198.51.100.{10 + i}") for i, h in enumerate(HOSTS)]
+    )
+    plan["ranks"][1]["environment"].update(environment or {})
+    return plan
+
+
+def previous_line(plan: dict[str, Any], docker: dict[str, Any], replace: bool = False) -> dict[str, str]:
+    worker = node(1)
+    worker["docker"] = docker
+    return by(
+        preflight(facts(**{"spark-w1": worker}), plan, PROFILE.data, replace=replace), "previous-container", "spark-w1"
+    )
+
+
+def test_the_captured_container_is_rank_1_as_planned() -> None:
+    assert previous_line(PLAN, gb10_docker())["message"] == "vllm_dsv41 already runs exactly as planned: left alone"
+
+
+def test_drift_is_shown_field_by_field() -> None:
+    plan = plan_with(
+        {"shapes/tp3-triangle/sizing/max_num_seqs": 8, "shapes/tp3-triangle/environment": {"NCCL_DEBUG": "INFO"}},
+        {"WANDB_API_KEY": "planned-secret", "HF_TOKEN": "hf_planned"},
+    )
+    docker = gb10_docker()
+    spec = plan["ranks"][1]["spec_sha256"]
+    line = previous_line(plan, docker)
+    assert line["status"] == "FAIL"
+    assert (
+        line["message"]
+        == (
+            "vllm_dsv41 is running with another spec ("
+            "command --max-num-seqs: 4 → 8; "
+            "env NCCL_DEBUG: WARN → INFO; "
+            "env WANDB_API_KEY: (unset) → ***; "  # HF_TOKEN: node_facts gave no value to compare
+            f"label dgxspark.cluster.profile_sha256: 9cc18127a6ef → {plan['profile_sha256'][:12]}; "
+            f"label dgxspark.cluster.spec_sha256: 3af2d9137e1f → {spec[:12]}); "
+            "remove it, or boot with -e boot_replace=true to replace it"
+        )
+    )
+    assert "planned-secret" not in line["message"] and "hf_" not in line["message"]
+    assert previous_line(plan, docker, replace=True)["message"].endswith(": it will be replaced (asked for)")
+
+
+def test_drift_of_the_image_and_extra_settings() -> None:
+    plan = plan_with({"container/image": "spark-ds41f:1101", "model_revision": "2c0ffee0"})
+    docker = gb10_docker()
+    docker["container"]["env"].update(NCCL_P2P_LEVEL="SYS", NCCL_IB_PKEY="0", PYTHONPATH="/opt/x", MY_SECRET_KEY="x")
+    docker["container"]["cmd"].append("--enforce-eager")
+    message = previous_line(plan, docker)["message"]
+    changes = message[message.index("(") + 1 : message.rindex(")")].split("; ")
+    assert changes[:4] == [
+        "image: spark-ds41f:1030 → spark-ds41f:1101",
+        "command --revision: 1bae0e10 → 2c0ffee0",
+        "command --enforce-eager: (set) → (absent)",
+        "env NCCL_P2P_LEVEL: SYS → (unset)",  # an NCCL_ setting the plan does not make; PYTHONPATH is the image's
+    ]
+    assert "env NCCL_IB_PKEY: 0 → (unset)" in changes  # a partition key index, not a secret
+    assert "label dgxspark.cluster.model_revision: 1bae0e10 → 2c0ffee0" in changes
+    assert not any("PYTHONPATH" in c or "MY_SECRET_KEY" in c for c in changes)
+
+
+def test_a_retagged_image_and_a_summary_without_detail() -> None:
+    docker = gb10_docker()
+    docker["container"] = {"exists": False, "name": "vllm_dsv41"}
+    docker["containers"][0]["labels"][SPEC] = "0" * 64
+    docker["images"] = [{"id": "sha256:" + "b" * 64, "tags": ["spark-ds41f:1030"]}]
+    message = previous_line(PLAN, docker)["message"]
+    assert message == (
+        "vllm_dsv41 is running with another spec ("
+        "image: spark-ds41f:1030 sha256:4f0d7c3b9a1e → spark-ds41f:1030 sha256:bbbbbbbbbbbb "
+        "(the tag names another image now); "
+        f"label dgxspark.cluster.spec_sha256: 000000000000 → {PLAN['ranks'][1]['spec_sha256'][:12]}; "
+        "command and environment not compared (node_facts gave no detail of this container)); "
+        "remove it, or boot with -e boot_replace=true to replace it"
+    )
+
+
+def test_a_difference_only_in_the_docker_run_options_says_so() -> None:
+    plan = plan_with(
+        {"container/docker_run_args": [*json.loads(SPARK3.read_text())["container"]["docker_run_args"][:-2]]}
+    )
+    message = previous_line(plan, gb10_docker())["message"]
+    assert "; the rest differs in the docker run options (not compared here)); remove it" in message

@@ -274,6 +274,30 @@ MORE_BROKEN_SEED000 = {
         {"shapes/tp4-ring/fabric/transport": "oneshot-rign4"},
         [("$.shapes.tp4-ring.fabric.transport", "did you mean 'oneshot-ring4'")],
     ),
+    "an option community.docker cannot start": (
+        {"container/docker_run_args/9": "--blkio-weight-device=/dev/nvme0n1:200"},
+        [("$.container.docker_run_args[9]", "--blkio-weight-device is not allowed here")],
+    ),
+    "an option meaningless on the host's network": (
+        {"container/docker_run_args/9": "--publish=8000:8000"},
+        [("$.container.docker_run_args[9]", "ranks run on the host's network")],
+    ),
+    "a net sysctl on the host's network": (
+        {"container/docker_run_args/9": "--sysctl=net.core.somaxconn=1024"},
+        [("$.container.docker_run_args[9]", "--sysctl net.core.somaxconn cannot be set in a rank")],
+    ),
+    "swap without memory": (
+        {"container/docker_run_args/10": "--shm-size=8g"},
+        [("$.container.docker_run_args[11]", "--memory-swap without --memory")],
+    ),
+    "a mount without a target": (
+        {"container/docker_run_args/9": "--mount=type=bind,source=/models"},
+        [("$.container.docker_run_args[9]", "bad --mount")],
+    ),
+    "a bad value for a renderable option": (
+        {"container/docker_run_args/9": "--pids-limit=lots"},
+        [("$.container.docker_run_args[9]", "bad --pids-limit: 'lots' is not an integer")],
+    ),
 }
 
 
@@ -324,3 +348,18 @@ def test_problems_point_at_the_line(tmp_path: Any) -> None:
     assert f"{path}:{typo_line}: $.shapes.tp3-triangle.sizing.max_num_seq: unknown key" in rendered[0]
     cap_line = next(i for i, row in enumerate(text.splitlines(), 1) if "SYS_NICE" in row)
     assert any(p.startswith(f"{path}:{cap_line}: ") and "IPC_LOCK" in p for p in rendered), rendered
+
+
+def test_the_restart_hint_names_what_renders(seed000: dict[str, Any]) -> None:
+    rendered = problems_of(edited(seed000, {"container/docker_run_args/11": "--restart=always"}))
+    assert any('expected "no", or no --restart' in p for p in rendered), rendered
+    document = edited(seed000, {"container/docker_run_args/9": "--restart=no"})
+    document["container"]["docker_run_args"].append("--shm-size=16g")
+    validate_profile(document)
+
+
+def test_a_misspelt_option_is_only_offered_an_option_that_renders(seed000: dict[str, Any]) -> None:
+    rendered = problems_of(edited(seed000, {"container/docker_run_args/9": "--pids-limt=4096"}))
+    assert any("not a `docker run` option" in p and "did you mean '--pids-limit'?" in p for p in rendered), rendered
+    rendered = problems_of(edited(seed000, {"container/docker_run_args/9": "--publsh=8000"}))
+    assert not any("did you mean '--publish'" in p for p in rendered), rendered

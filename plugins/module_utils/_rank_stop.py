@@ -1,0 +1,166 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stop the collection's rank containers on a node, found by their label, whatever the profile says now.
+
+A stop must not depend on the plan: the profile may have changed or broken since the ranks started, and
+the boot's undo runs exactly when rendering or starting failed. So the ranks are the containers that carry
+the ``dgxspark.cluster.rank`` label the plan puts on every rank; a container without it is never touched.
+Before a rank is removed, its exit code and its last log lines are saved on the node (and returned), so
+that ``stop`` followed by ``boot`` just works and the reason a rank ended is not lost with it. Afterwards
+the engine is asked again: a stop that reports success while a rank still runs is a known failure of
+other tools. No Ansible imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import (
+    DockerEngine,
+    DockerEngineError,
+    demultiplex_logs,
+)
+
+RANK_LABEL = "dgxspark.cluster.rank"
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class RankStopError(Exception):
+    """A rank could not be stopped or removed, or the engine could not be asked."""
+
+
+def _list(engine: DockerEngine, label: str) -> list[Mapping[str, Any]]:
+    filters = quote(json.dumps({"label": [label]}), safe="")
+    status, data = engine.get(f"/containers/json?all=1&filters={filters}")
+    if status != 200 or not isinstance(data, list):
+        raise RankStopError(f"the Docker engine answered HTTP {status} when asked for its containers: {data}")
+    # the engine filters already; checked again so that nothing without the label is ever touched
+    return [c for c in data if isinstance(c, Mapping) and label in (c.get("Labels") or {})]
+
+
+def _inspect(engine: DockerEngine, ident: str) -> Mapping[str, Any] | None:
+    status, data = engine.get(f"/containers/{quote(ident, safe='')}/json")
+    if status == 404:
+        return None
+    if status != 200 or not isinstance(data, Mapping):
+        raise RankStopError(f"the Docker engine answered HTTP {status} for container {ident}: {data}")
+    return data
+
+
+def _logs(engine: DockerEngine, ident: str, lines: int) -> list[str]:
+    status, body = engine.get_raw(f"/containers/{quote(ident, safe='')}/logs?stdout=1&stderr=1&tail={int(lines)}")
+    if status != 200:
+        return []
+    return [line for line in demultiplex_logs(body).splitlines() if line.strip()]
+
+
+def _record(inspect: Mapping[str, Any], log_tail: list[str]) -> dict[str, Any]:
+    state = inspect.get("State") or {}
+    labels = dict((inspect.get("Config") or {}).get("Labels") or {})
+    return {
+        "name": str(inspect.get("Name") or "").lstrip("/"),
+        "id": inspect.get("Id"),
+        "image": (inspect.get("Config") or {}).get("Image"),
+        "image_id": inspect.get("Image"),
+        "rank": labels.get(RANK_LABEL),
+        "shape": labels.get("dgxspark.cluster.shape"),
+        "spec_sha256": labels.get("dgxspark.cluster.spec_sha256"),
+        "running": bool(state.get("Running")),
+        "status": state.get("Status"),
+        "exit_code": state.get("ExitCode"),
+        "oom_killed": state.get("OOMKilled"),
+        "started_at": state.get("StartedAt"),
+        "finished_at": state.get("FinishedAt"),
+        "log_tail": log_tail,
+    }
+
+
+def save_record(directory: str, record: Mapping[str, Any], now: float) -> str:
+    """Write ``record`` to ``directory`` (made 0700) as ``<name>-<UTC time>.json`` (0600); returns the path."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    path = os.path.join(directory, f"{_SAFE.sub('_', str(record['name']))}-{stamp}.json")
+    descriptor = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def stop_ranks(
+    engine: DockerEngine,
+    *,
+    remove: bool,
+    stop_timeout: int,
+    save_dir: str | None,
+    log_lines: int = 20,
+    saved_lines: int = 200,
+    check_mode: bool = False,
+    label: str = RANK_LABEL,
+    clock: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """Stop (and with ``remove``, save and remove) every container labelled ``label``; confirm afterwards.
+
+    Returns ``ranks`` (a record each: state before, exit code, log tail, ``saved`` path), ``stopped`` and
+    ``removed`` (names), ``changed``. Raises ``RankStopError`` when the engine cannot be asked, a rank
+    cannot be stopped, or a rank still runs (or, with ``remove``, still exists) afterwards.
+    """
+    try:
+        found = _list(engine, label)
+        ranks: list[dict[str, Any]] = []
+        stopped: list[str] = []
+        removed: list[str] = []
+        for item in sorted(found, key=lambda c: str((c.get("Labels") or {}).get(label))):
+            ident = str(item.get("Id"))
+            inspect = _inspect(engine, ident)
+            if inspect is None:  # gone between the list and the look
+                continue
+            record = _record(inspect, [])
+            name = record["name"]
+            was_running = record["running"]
+            record["was_running"] = was_running
+            if was_running:
+                stopped.append(name)
+                if not check_mode:
+                    status, data = engine.send(
+                        "POST", f"/containers/{quote(ident, safe='')}/stop?t={int(stop_timeout)}"
+                    )
+                    if status not in (204, 304, 404):
+                        raise RankStopError(f"{name}: the engine refused to stop it (HTTP {status}: {data})")
+                    inspect = _inspect(engine, ident) or inspect
+            tail = _logs(engine, ident, max(log_lines, saved_lines if (remove and save_dir) else 0))
+            record.update(_record(inspect, tail[-log_lines:] if log_lines else []), was_running=was_running)
+            record["saved"] = None
+            record["removed"] = False
+            if remove:
+                removed.append(name)
+                if not check_mode:
+                    if save_dir:
+                        record["saved"] = save_record(save_dir, {**record, "log_tail": tail}, clock())
+                    status, data = engine.send("DELETE", f"/containers/{quote(ident, safe='')}")
+                    if status not in (204, 404):
+                        raise RankStopError(f"{name}: the engine refused to remove it (HTTP {status}: {data})")
+                    record["removed"] = True
+            ranks.append(record)
+        if not check_mode:
+            left = _list(engine, label)
+            running = sorted(_name(c) for c in left if c.get("State") == "running")
+            if running:
+                raise RankStopError(f"still running after the stop: {', '.join(running)}")
+            if remove and left:
+                raise RankStopError(f"still there after the removal: {', '.join(sorted(_name(c) for c in left))}")
+    except DockerEngineError as error:
+        raise RankStopError(f"the Docker engine could not be asked: {error}") from None
+    return {"ranks": ranks, "stopped": stopped, "removed": removed, "changed": bool(stopped or removed)}
+
+
+def _name(item: Mapping[str, Any]) -> str:
+    names = item.get("Names") or []
+    return str(names[0]).lstrip("/") if names else str(item.get("Id"))[:12]

@@ -1,0 +1,98 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The boot's last words: where the cluster serves and how it stands, or why it failed and what the undo did.
+
+Pure functions over what the boot role's tasks registered on each host (``boot_rank``, ``boot_final``,
+``boot_served``, ``boot_smoke``, ``memguard_state``; ``boot_failure``, ``boot_stopped``, ``boot_undo_*``),
+so that the report's wording is tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+UNDO_STEPS = (
+    ("boot_undo_guard", "the memory guard did not go idle"),
+    ("boot_undo_helpers", "a helper service did not resume"),
+)
+
+
+def _get(host: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    value = host.get(key, default)
+    return default if value is None else value
+
+
+def guard_summary(hosts: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """``memory guard: ...`` and the hosts whose guard is tripped; never "steady" while one is."""
+    tripped: list[str] = []
+    phases: dict[str, list[str]] = {}
+    for host in hosts:
+        name = str(host.get("inventory_hostname"))
+        state = _get(host, "memguard_state", {})
+        if not isinstance(state, Mapping) or not state:
+            phases.setdefault("not answering", []).append(name)
+            continue
+        trip = state.get("tripped")
+        if trip:
+            tripped.append(name)
+            phases.setdefault(f"TRIPPED ({trip.get('reason')})", []).append(name)
+        else:
+            phases.setdefault(str(state.get("phase")), []).append(name)
+    if len(phases) == 1 and not tripped:
+        return f"memory guard: {next(iter(phases))} on every node", tripped
+    return "memory guard: " + "; ".join(f"{what} on {', '.join(names)}" for what, names in phases.items()), tripped
+
+
+def boot_report(hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], prompt: str) -> list[str]:
+    """The report of a boot that serves: endpoint, ranks, guard, sample completion."""
+    by_rank = sorted(hosts, key=lambda h: int(_get(h, "boot_rank", {}).get("rank", 0)))
+    head = next((h for h in by_rank if h.get("inventory_hostname") == plan["head"]), by_rank[0])
+    port = plan["ranks"][0]["api_port"]
+    served = _get(head, "boot_served", {})
+    address = head.get("ansible_host") or plan["head"]
+    if served.get("models"):
+        ready = f" (ready after {served.get('seconds')} s of waiting)" if served.get("seconds") is not None else ""
+        endpoint = f"endpoint: http://{address}:{port}/v1 serving {', '.join(served['models'])}{ready}"
+    else:
+        endpoint = f"endpoint: http://{address}:{port}/v1 (already serving as planned: nothing was started)"
+    ranks = "; ".join(
+        f"{_get(h, 'boot_rank', {}).get('rank')} {h.get('inventory_hostname')} "
+        f"{_get(h, 'boot_final', {}).get('status')}"
+        for h in by_rank
+    )
+    lines = [endpoint, f"ranks: {ranks}", guard_summary(by_rank)[0]]
+    smoke = _get(head, "boot_smoke", {})
+    choices = (smoke.get("json") or {}).get("choices") if isinstance(smoke, Mapping) else None
+    if choices:
+        lines.append(f'sample completion ("{prompt}"): {str(choices[0].get("text", "")).strip()}')
+    return lines
+
+
+def boot_undo_report(hosts: Sequence[Mapping[str, Any]], failed: Sequence[str], lost: Sequence[str]) -> list[str]:
+    """Why the boot failed, and what its undo did on every node that still answered."""
+    problems: list[str] = []
+    for host in hosts:
+        name = str(host.get("inventory_hostname"))
+        stopped = _get(host, "boot_stopped", {})
+        if stopped.get("failed"):
+            problems.append(f"{name}: its ranks were not all stopped: {stopped.get('msg')}")
+        for key, what in UNDO_STEPS:
+            if host.get(key):
+                problems.append(f"{name}: {what}: {host[key]}")
+    for name in lost:
+        problems.append(
+            f"{name}: stopped answering during the boot, so nothing could be undone there: its rank may still run; "
+            "run playbooks/stop.yml once it answers again"
+        )
+    causes = {str(h.get("inventory_hostname")): h.get("boot_failure") for h in hosts}
+    head = (
+        "the boot failed; every rank was stopped and removed (its exit code and log tail kept on its node), "
+        "the helpers resumed and the memory guard left idle:"
+        if not problems
+        else "the boot failed, and its undo did not finish everywhere:"
+    )
+    lines = [head]
+    lines += [f"{name}: {causes.get(name) or 'failed'}" for name in failed]
+    lines += [f"{name}: did not answer" for name in lost]
+    return lines + problems

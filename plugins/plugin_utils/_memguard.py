@@ -1,0 +1,164 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The memory guard's configuration for one node (what the memguard role writes to its config.json).
+
+Controller side, plain data in and out: the validated profile's ``host`` section (its defaults already
+filled in by validation) and container name, the memguard role's settings (by their variable names),
+this host's inventory name, every host of the play with its address and the guards' shared key. The
+daemon (roles/memguard/files/dgxspark_memguard.py) checks the file again before it is kept; the checks
+here name the role's variables and the profile's fields instead, and come before any node is touched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+GIB = 1024**3
+POLICIES = ("stop-all", "local")
+KEY_MIN_LENGTH = 16  # the daemon's own minimum for a peers' key
+# Where the daemon keeps its things on the node (its own defaults; node_facts reads the first two).
+STATE_PATH = "/run/dgxspark-memguard/state.json"
+TRIP_PATH = "/var/lib/dgxspark-memguard/tripped.json"
+LOG_PATH = "/var/log/dgxspark-memguard/decisions.jsonl"
+CONTROL_SOCKET = "/run/dgxspark-memguard/control.sock"
+# The profile's host fields a guard reads, by phase: floor (GiB), interval and grace (seconds).
+PHASE_FIELDS: dict[str, tuple[str, str, str]] = {
+    "startup": ("startup_memguard_gib", "startup_memguard_interval_seconds", "startup_memguard_grace_seconds"),
+    "steady": ("memguard_gib", "memguard_interval_seconds", "memguard_grace_seconds"),
+}
+WAIT_FIELD = "startup_memguard_wait_seconds"
+HOST_FIELDS = (*PHASE_FIELDS["startup"], *PHASE_FIELDS["steady"], WAIT_FIELD)
+# The role's settings this function reads (memguard_settings changes HOST_FIELDS for this guard).
+SETTINGS = (
+    "memguard_settings",
+    "memguard_container",
+    "memguard_emergency_floor_gib",
+    "memguard_psi_full_avg10_max",
+    "memguard_stop_timeout_seconds",
+    "memguard_cluster_policy",
+    "memguard_peer_port",
+    "memguard_docker_socket",
+)
+
+
+class MemguardConfigError(ValueError):
+    """The settings cannot make a configuration; the message names every problem."""
+
+
+def _number(value: Any) -> int | float | None:
+    """``value`` when it is a finite number (kept as given: an int stays an int in the file), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def memguard_config(
+    host_section: Mapping[str, Any],
+    container_name: str,
+    settings: Mapping[str, Any],
+    host: str,
+    peers: Mapping[str, Any],
+    key: str | None,
+) -> dict[str, Any]:
+    """This host's guard configuration.
+
+    ``settings`` holds the role's variables of :data:`SETTINGS` by name. ``peers`` maps every host of the
+    play to its address (``ansible_host``; empty or null: the inventory name, as Ansible connects); this
+    host is left out, and with ``memguard_cluster_policy: local`` there are none. ``key`` is the guards'
+    shared key, or None when there is none yet (``--check`` before the first run created it): the
+    configuration then has an empty key and must not be written."""
+    problems: list[str] = []
+    missing = [name for name in SETTINGS if name not in settings]
+    if missing:
+        raise MemguardConfigError(f"missing role settings: {', '.join(missing)}")
+    changes = settings["memguard_settings"] or {}
+    if not isinstance(changes, Mapping):
+        raise MemguardConfigError(f"memguard_settings: expected a mapping of host fields, found {changes!r}")
+    unknown = sorted(set(changes) - set(HOST_FIELDS))
+    if unknown:
+        problems.append(f"memguard_settings: unknown field(s) {', '.join(unknown)} (known: {', '.join(HOST_FIELDS)})")
+    merged = {**host_section, **changes}
+
+    def field(name: str, minimum_exclusive: bool = True) -> int | float:
+        value = _number(merged.get(name))
+        where = f"memguard_settings.{name}" if name in changes else f"the profile's host.{name}"
+        if value is None or value < 0 or (minimum_exclusive and value == 0):
+            expected = "a positive number" if minimum_exclusive else "a number >= 0"
+            problems.append(f"{where}: expected {expected}, found {merged.get(name)!r}")
+            return 1.0
+        return value
+
+    phases = {}
+    for phase, (floor, interval, grace) in PHASE_FIELDS.items():
+        phases[phase] = {
+            "floor_bytes": int(field(floor) * GIB),
+            "interval_s": field(interval),
+            "grace_s": field(grace, minimum_exclusive=False),
+        }
+    wait_s = field(WAIT_FIELD)
+
+    def setting(name: str, positive: bool = True) -> int | float:
+        value = _number(settings[name])
+        if value is None or value < 0 or (positive and value == 0):
+            problems.append(
+                f"{name}: expected a {'positive' if positive else 'non-negative'} number, found {settings[name]!r}"
+            )
+            return 1.0
+        return value
+
+    emergency_gib = setting("memguard_emergency_floor_gib", positive=False)
+    psi = setting("memguard_psi_full_avg10_max", positive=False)
+    stop_timeout = setting("memguard_stop_timeout_seconds")
+    port = settings["memguard_peer_port"]
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        problems.append(f"memguard_peer_port: expected a TCP port (1-65535), found {port!r}")
+    policy = settings["memguard_cluster_policy"]
+    if policy not in POLICIES:
+        problems.append(f"memguard_cluster_policy: expected one of {', '.join(POLICIES)}, found {policy!r}")
+    container = settings["memguard_container"] or container_name
+    if not container or not isinstance(container, str):
+        problems.append(
+            f"memguard_container: no container to guard (the profile's container.name is {container_name!r})"
+        )
+    emergency_bytes = int(emergency_gib * GIB)
+    over = [phase for phase, values in phases.items() if emergency_bytes >= values["floor_bytes"]]
+    if over:
+        floors = ", ".join(f"{phases[p]['floor_bytes'] / GIB:g} GiB {p}" for p in PHASE_FIELDS)
+        problems.append(
+            f"memguard_emergency_floor_gib {emergency_gib:g} must be below both phases' floors ({floors}): "
+            f"lower it, or raise {' and '.join(PHASE_FIELDS[p][0] for p in over)}"
+        )
+    stop_all = policy == "stop-all"
+    if stop_all and key is not None and len(key) < KEY_MIN_LENGTH:
+        problems.append(
+            f"memguard_peer_key: the guards' shared key needs at least {KEY_MIN_LENGTH} characters, "
+            f"found {len(key)} (leave it empty to have one generated into memguard_peer_key_file)"
+        )
+    if problems:
+        raise MemguardConfigError(f"{host}: {'; '.join(problems)}; nothing was changed")
+    return {
+        "host": host,
+        "container": container,
+        "docker_socket": settings["memguard_docker_socket"],
+        "stop_timeout_s": stop_timeout,
+        "phases": phases,
+        "startup_wait_s": wait_s,
+        "emergency_floor_bytes": emergency_bytes,
+        "psi_full_avg10_max": psi if psi > 0 else None,
+        "cluster_policy": policy,
+        "peer_listen": {"address": "0.0.0.0", "port": port} if stop_all else None,
+        "peers": [
+            {"host": name, "address": str(address or name), "port": port}
+            for name, address in sorted(peers.items())
+            if name != host
+        ]
+        if stop_all
+        else [],
+        "peer_key": key or "",
+        "state_path": STATE_PATH,
+        "trip_path": TRIP_PATH,
+        "log_path": LOG_PATH,
+        "control_socket": CONTROL_SOCKET,
+    }
