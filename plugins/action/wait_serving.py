@@ -46,6 +46,8 @@ PEER_POLL_SECONDS = 0.25
 # A worker waits this much longer than the head may, so that the head's own timeout is what fails first.
 WORKER_GRACE_SECONDS = 60
 FINAL = ("served", "failed", "gone", "ended")
+# How long one look at the head may wait on the node for it to serve (it looks every 0.25 s there).
+HEAD_LOOK_SECONDS = 1.0
 
 
 class ActionModule(ActionBase):
@@ -100,10 +102,13 @@ class ActionModule(ActionBase):
         result.update(changed=False, healthy=None, msg=f"{host} runs (looked at once: too few forks to wait)")
         return result
 
-    def _look(self, args: dict[str, Any], task_vars: dict[str, Any], log_lines: int = 1) -> dict[str, Any]:
-        module_args = {"container": args["container"], "log_lines": log_lines}
+    def _look(
+        self, args: dict[str, Any], task_vars: dict[str, Any], log_lines: int = 1, wait: float = 0
+    ) -> dict[str, Any]:
+        module_args: dict[str, Any] = {"container": args["container"], "log_lines": log_lines}
         if args["api"]:
             module_args["api"] = args["api"]
+            module_args["wait"] = wait
         return self._execute_module(
             module_name="dgxspark.cluster.rank_health", module_args=module_args, task_vars=task_vars
         )
@@ -111,11 +116,19 @@ class ActionModule(ActionBase):
     def _wait_head(self, result, args, host, task_vars, board) -> dict[str, Any]:
         started = time.monotonic()
         polls = 0
+        shown = -args["interval"]
         last: dict[str, Any] = {}
+        first: dict[str, Any] = {}
         while True:
             polls += 1
-            look = self._look(args, task_vars)
+            # the node looks again every 0.25 s for up to HEAD_LOOK_SECONDS: readiness is seen within a quarter
+            # second, and the other ranks' state files are read between two such looks
+            left = max(0.0, args["timeout"] - (time.monotonic() - started))
+            look = self._look(args, task_vars, wait=min(HEAD_LOOK_SECONDS, left))
             elapsed = time.monotonic() - started
+            for key in ("started_at", "port_open_at", "ready_at"):
+                if look.get(key) is not None:
+                    first.setdefault(key, look[key])
             if look.get("failed"):
                 _post(board, "failed", f"could not look at the head: {look.get('msg')}")
                 result.update(failed=True, msg=f"{host}: could not look at the rank: {look.get('msg')}", polls=polls)
@@ -123,8 +136,13 @@ class ActionModule(ActionBase):
             last = look
             line = (look.get("log_tail") or [""])[-1][:160]
             phase = _phase(look)
-            display.display(f"  [{elapsed:6.1f}s] {host} rank container {args['container']}: {phase}; last log: {line}")
-            if look.get("healthy") and look.get("models"):
+            serving = bool(look.get("healthy") and look.get("models"))
+            if serving or elapsed - shown >= args["interval"] or not look.get("running"):
+                shown = elapsed
+                display.display(
+                    f"  [{elapsed:6.1f}s] {host} rank container {args['container']}: {phase}; last log: {line}"
+                )
+            if serving:
                 _post(board, "served", f"serves {', '.join(look['models'])}")
                 result.update(
                     changed=False,
@@ -132,14 +150,15 @@ class ActionModule(ActionBase):
                     models=look["models"],
                     seconds=round(elapsed, 1),
                     polls=polls,
+                    started_at=first.get("started_at"),
+                    port_open_at=first.get("port_open_at"),
+                    ready_at=first.get("ready_at"),
                     msg=f"{host} serves {', '.join(look['models'])} after {elapsed:.1f} s",
                 )
                 return result
             gone = board.gone() if board is not None else []
             if not gone and look.get("running") and elapsed < args["timeout"]:
-                gone = _sleep(board, started + elapsed + args["interval"], lambda b: b.gone())
-                if not gone:
-                    continue
+                continue
             if gone:
                 why = "; ".join(f"{_who(peer)} is gone: {peer.get('detail')}" for peer in gone)
             elif not look.get("running"):
@@ -282,6 +301,8 @@ def _phase(look: dict[str, Any]) -> str:
         return f"unknown: {look['error']}"
     if not look.get("running"):
         return f"{look.get('status')} (exit code {look.get('exit_code')})"
+    if look.get("healthy") and look.get("models"):
+        return f"serving {', '.join(look['models'])}"
     if look.get("healthy"):
         return "healthy, waiting for /v1/models"
     return f"loading ({look.get('health_error') or 'no answer yet'})"

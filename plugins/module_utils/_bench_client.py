@@ -448,6 +448,36 @@ def _one(endpoint: Endpoint, body: dict[str, Any], timeout: float, clock: Callab
     return asyncio.run(go())
 
 
+def smoke(
+    endpoint: Endpoint,
+    model: str,
+    prompt: str,
+    expect: str,
+    max_tokens: int = 32,
+    timeout: float = 120.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """One streamed completion at temperature 0 (the boot's smoke): its text, time to first token and to the
+    end, and whether the answer matches ``expect`` (a regular expression, case-insensitive)."""
+    try:
+        pattern = re.compile(expect, re.IGNORECASE | re.DOTALL)
+    except re.error as error:
+        raise ValueError(f"expect is not a regular expression: {error}") from None
+    sent_at = time.time()
+    record = _one(endpoint, request_body(endpoint, model, prompt, max_tokens, False), timeout, clock)
+    text = record.get("text", "")
+    return {
+        "sent_at": round(sent_at, 6),
+        "ok": bool(record["ok"]),
+        "passed": bool(record["ok"] and pattern.search(text)),
+        "text": text,
+        "error": record["error"],
+        "ttft": record["ttft"],
+        "e2e": record["e2e"],
+        "output_tokens": record["output_tokens"],
+    }
+
+
 def run_gate(
     endpoint: Endpoint,
     model: str,

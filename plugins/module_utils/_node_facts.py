@@ -3,15 +3,17 @@
 """Everything a preflight and the roles need to know about one node, gathered in one module run.
 
 No Ansible imports: the module gives a :class:`Runner` (its ``run_command``) and the options; procfs and
-sysfs are read under ``proc_root``/``sys_root`` so a test can point them at a fixture tree. Two processes
-at most (``nvidia-smi`` and ``systemctl show``, one call each); the Docker engine is asked over its socket;
-the memory guard is read from its files (never asked), listening sockets from /proc/net/tcp and tcp6.
+sysfs are read under ``proc_root``/``sys_root`` so a test can point them at a fixture tree. Three processes
+at most (``nvidia-smi``, ``systemctl show`` and ``ip -j -4 addr show``, one call each); the Docker engine is
+asked over its socket; the memory guard is read from its files (never asked), listening sockets from
+/proc/net/tcp and tcp6, and the ``files`` asked for are stat'ed and hashed.
 A missing tool or device is a fact (``present: false`` with an ``error``); an unexpected read error is
 reported in ``problems`` and leaves the value null. Nothing is changed on the node.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     docker_facts,
     socket_path,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._files import files_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles, Problem, problem
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
     DEFAULT_LOG_PATH,
@@ -61,9 +64,11 @@ SECTIONS: tuple[str, ...] = (
     "services",
     "memguard",
     "ports",
+    "files",
 )
-# What a plain call gathers: the memory guard and the sockets are asked for by name (a boot's preflight).
-DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-2]
+# What a plain call gathers: the memory guard, the sockets and the files are asked for by name (a boot's
+# preflight).
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-3]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
 # Limits reported for the module's own process and the container daemons (docker --ulimit names).
 REPORTED_LIMITS: tuple[str, ...] = ("nofile", "memlock", "stack", "core")
@@ -73,6 +78,8 @@ DAEMONS: tuple[str, ...] = ("dockerd", "containerd")
 MEMORY_SAVER_PARAMETER = "uvm_pack_sysmem_leaf_tables"
 # `timeout`'s exit status when it stopped the command (124), or killed it after --kill-after (128 + 9).
 TIMEOUT_EXIT_CODES = (124, 137)
+# Every interface's IPv4 addresses in one call (iproute2's JSON output).
+IP_ADDR_ARGS: tuple[str, ...] = ("-j", "-4", "addr", "show")
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,7 @@ class Options:
     sys_root: str = "/sys"
     nvidia_smi: Tool = Tool("nvidia-smi", None, "nvidia-smi not found")
     systemctl: Tool = Tool("systemctl", None, "systemctl not found")
+    ip: Tool = Tool("ip", None, "ip not looked for")
     docker_host: str = DEFAULT_DOCKER_HOST
     container_name: str | None = DEFAULT_CONTAINER_NAME
     fabric_interfaces: tuple[str, ...] | None = None
@@ -124,6 +132,42 @@ class Options:
     memguard_log_path: str = DEFAULT_LOG_PATH
     ports: tuple[int, ...] = ()
     """The TCP ports whose listeners ``ports`` reports; empty: every listening port."""
+    files: tuple[str, ...] = ()
+    """The absolute paths ``files`` reports (existence, type, mode, owner, size, SHA-256)."""
+
+
+def ip_addr_argv(ip: str) -> list[str]:
+    return [ip, *IP_ADDR_ARGS]
+
+
+def parse_ip_addresses(text: str) -> dict[str, list[str]]:
+    """``ip -j -4 addr show``: ifname -> its IPv4 addresses as ``address/prefixlen``, in ip's order.
+
+    Entries without ``ifname`` (older iproute2 prints ``{}`` for each link that ``-4`` filtered out) and
+    address entries of another family are skipped. Raises ValueError when the text is not such a list.
+    """
+    if not text.strip():
+        return {}
+    data = json.loads(text)
+    if not isinstance(data, list):
+        raise ValueError(f"expected a JSON list of links, found {type(data).__name__}")
+    found: dict[str, list[str]] = {}
+    for link in data:
+        if not isinstance(link, dict) or not isinstance(link.get("ifname"), str):
+            continue
+        infos = link.get("addr_info")
+        infos = [] if infos is None else infos
+        if not isinstance(infos, list):
+            raise ValueError(f"{link['ifname']}: expected addr_info to be a list, found {type(infos).__name__}")
+        addresses = found.setdefault(link["ifname"], [])
+        for info in infos:
+            if not isinstance(info, dict) or info.get("family") != "inet":
+                continue
+            local, prefix = info.get("local"), info.get("prefixlen")
+            if not isinstance(local, str) or isinstance(prefix, bool) or not isinstance(prefix, int):
+                raise ValueError(f"{link['ifname']}: expected local and prefixlen, found {info!r:.120}")
+            addresses.append(f"{local}/{prefix}")
+    return found
 
 
 def make_runner(
@@ -278,13 +322,32 @@ class _Gatherer:
         names = (
             list(wanted) if wanted is not None else default_fabric_interfaces(list(mapped), self.sysfs.netdev_names())
         )
+        addresses, error = self.ipv4_addresses() if names else ({}, None)
         interfaces: dict[str, Any] = {}
         for name in names:
             facts = self.sysfs.netdev(name)
             facts["rdma_device"] = mapped.get(name)
             facts["gid_ipv4"] = sorted({entry["ipv4"] for entry in rdma["roce_v2_ipv4"] if entry["netdev"] == name})
+            facts["ipv4"] = None if addresses is None else list(addresses.get(name, []))
             interfaces[name] = facts
-        return {"interfaces": interfaces}
+        return {"interfaces": interfaces, "error": error}
+
+    def ipv4_addresses(self) -> tuple[dict[str, list[str]] | None, str | None]:
+        """Every interface's IPv4 addresses from one ``ip -j -4 addr show``, or (None, why not)."""
+        tool = self.options.ip
+        if tool.path is None:
+            return None, tool.missing
+        result = self.run(ip_addr_argv(tool.path))
+        if result.timed_out:
+            return None, f"ip did not answer within {self.options.timeout:g} s"
+        if result.rc != 0:
+            said = (result.stderr or result.stdout).strip().splitlines()
+            return None, f"ip exited {result.rc}: {said[0] if said else 'no message'}"
+        try:
+            return parse_ip_addresses(result.stdout), None
+        except ValueError as error:
+            self.parse_problem("fabric", " ".join(["ip", *IP_ADDR_ARGS]), error)
+            return None, f"could not read ip's output: {error}"
 
     # ------------------------------------------------------------ docker
     def docker(self) -> dict[str, Any]:
@@ -421,6 +484,13 @@ class _Gatherer:
             entry["container_name"] = names.get(entry["container"]) if entry["container"] else None
         return facts
 
+    # ------------------------------------------------------------ files
+    def watched_files(self) -> dict[str, Any]:
+        paths, unexpected = files_facts(self.options.files)
+        for path, message in unexpected:
+            self.problems.append(problem("files", path, message))
+        return {"paths": paths}
+
 
 def _docker_absent(error: str, path: str | None, container_name: str | None) -> dict[str, Any]:
     return {
@@ -471,6 +541,8 @@ def gather(
         node["memguard"] = gatherer.memguard()
     if "ports" in wanted:
         node["ports"] = gatherer.ports(node.get("docker"))
+    if "files" in wanted:
+        node["files"] = gatherer.watched_files()
     node["sections"] = [section for section in SECTIONS if section in wanted]
     node["problems"] = gatherer.problems
     node["elapsed_ms"] = round((clock() - start) * 1000, 1)

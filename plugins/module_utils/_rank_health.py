@@ -11,7 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote, urlsplit
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import (
@@ -36,13 +36,40 @@ def http_get(url: str, timeout: float) -> tuple[int | None, str, str | None]:
 
 
 def rank_health(
-    engine: DockerEngine, container: str, api: str | None, log_lines: int = 1, timeout: float = 5.0
+    engine: DockerEngine,
+    container: str,
+    api: str | None,
+    log_lines: int = 1,
+    timeout: float = 5.0,
+    wait: float = 0.0,
+    poll: float = 0.25,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """The rank's container state, last log lines and (with ``api``, the head's base URL) health and models.
+    """Look at the rank; with ``wait`` (and ``api``) look again every ``poll`` seconds, on the node, until the
+    head serves (health and models), its container stops, or ``wait`` seconds passed: one round trip from the
+    controller notices readiness within ``poll``. ``port_open_at`` and ``ready_at`` (epoch seconds, the
+    node's clock) say when the API port first accepted a connection and when the head first served, as seen
+    by this call; ``started_at`` is Docker's own start time of the container."""
+    started = time.monotonic()
+    first: dict[str, Any] = {}
+    while True:
+        look = _look_once(engine, container, api, log_lines, timeout)
+        for key in ("port_open_at", "ready_at"):
+            if look.get(key) is not None:
+                first.setdefault(key, look[key])
+        serving = bool(look.get("healthy") and look.get("models"))
+        if not api or serving or not look.get("running") or time.monotonic() - started + poll > wait:
+            look.update({key: first.get(key) for key in ("port_open_at", "ready_at")})
+            look["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
+            return look
+        sleep(poll)
+
+
+def _look_once(engine: DockerEngine, container: str, api: str | None, log_lines: int, timeout: float) -> dict[str, Any]:
+    """One look: the container state, last log lines and (with ``api``, the head's base URL) health and models.
 
     ``running`` is None, never False, when the engine could not be asked (``error`` says why): "it does not
     run" is only said after it was checked."""
-    started = time.monotonic()
     result: dict[str, Any] = {
         "container": container,
         "exists": False,
@@ -64,6 +91,7 @@ def rank_health(
             result["error"] = f"the Docker engine answered HTTP {status} for {container}"
         else:
             state = data.get("State") or {}
+            result["started_at"] = state.get("StartedAt")
             result.update(
                 exists=True,
                 running=bool(state.get("Running")),
@@ -81,6 +109,8 @@ def rank_health(
     if api and result["running"]:
         base = api.rstrip("/")
         code, _body, error = http_get(f"{base}/health", timeout)
+        if code is not None:
+            result["port_open_at"] = time.time()
         result["healthy"] = code == 200
         result["health_error"] = error or (None if code == 200 else f"HTTP {code}")
         if code == 200:
@@ -88,7 +118,8 @@ def rank_health(
             if code == 200:
                 try:
                     result["models"] = [m.get("id") for m in json.loads(body).get("data", [])]
+                    if result["models"]:
+                        result["ready_at"] = time.time()
                 except (ValueError, AttributeError):
                     result["models"] = None
-    result["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
     return result

@@ -14,14 +14,16 @@ description:
   - One task per host reads memory (C(MemTotal), C(MemAvailable)), the kernel (release, page size, command line,
     loaded modules, the NVIDIA driver and memory-saver module), the GPU (identity, memory, driver and clocks from
     one C(nvidia-smi) call), RDMA devices (port state, rate, the GID table with RoCE v2 IPv4 entries), each fabric
-    netdev (carrier, speed, MTU), the Docker engine (containers with names, image IDs, state and labels; images;
-    the serving container in detail), the resource limits of the module's process and of C(dockerd) and
-    C(containerd), free disk where the weights live, the state of the helper services, the memory guard's
-    state and trip (from its files), and the listening TCP sockets on the ports asked for with the process
-    and container holding each.
-  - Reads procfs and sysfs directly and runs at most two commands (one C(nvidia-smi --query-gpu) and one
-    C(systemctl show) for all O(services)); the Docker engine is asked over its socket. Gathering takes tens of
-    milliseconds (C(nvidia-smi) itself aside); the result reports it in C(elapsed_ms).
+    netdev (carrier, speed, MTU, IPv4 addresses), the Docker engine (containers with names, image IDs, state and
+    labels; images; the serving container in detail), the resource limits of the module's process and of
+    C(dockerd) and C(containerd), free disk where the weights live, the state of the helper services, the memory
+    guard's state and trip (from its files), the listening TCP sockets on the ports asked for with the process
+    and container holding each, and the existence, type, mode, owner, size and SHA-256 of the O(files) asked
+    for - so that a controller can tell from one round trip whether a role would change anything on the node.
+  - Reads procfs and sysfs directly and runs at most three commands (one C(nvidia-smi --query-gpu), one
+    C(systemctl show) for all O(services) and one C(ip -j -4 addr show) for all fabric netdevs); the Docker
+    engine is asked over its socket. Gathering takes tens of milliseconds (C(nvidia-smi) itself aside); the
+    result reports it in C(elapsed_ms).
   - >-
     C(ports) reads C(/proc/net/tcp) and C(/proc/net/tcp6) and walks C(/proc/<pid>/fd) only when a socket listens
     on one of O(ports); naming another user's process needs root (C(become)), otherwise C(pid) is null and
@@ -39,10 +41,10 @@ options:
     description:
       - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
         (for the netdev mapping and the GID addresses) but returns only the netdevs.
-      - C(memguard) and C(ports) are gathered only when named (a boot's preflight names them).
+      - C(memguard), C(ports) and C(files) are gathered only when named (a boot's preflight names them).
     type: list
     elements: str
-    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports]
+    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files]
     default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
   fabric_interfaces:
     description:
@@ -82,6 +84,17 @@ options:
     type: list
     elements: int
     default: []
+  files:
+    description:
+      - Absolute paths whose existence, type, mode, owner, group, size and SHA-256 C(files) reports (the files a
+        role writes, to compare with what it would write). Symlinks are followed. A relative path fails the
+        module.
+      - Regular files larger than 16 MiB, FIFOs, sockets and devices are not read (C(sha256) is null). Reading
+        another user's file needs root (C(become)).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.1.0
   memguard_state_path:
     description:
       - The memory guard's state file, rewritten at every sample (phase, trips, last sample, pid).
@@ -116,6 +129,12 @@ options:
     description:
       - Path of C(systemctl). Default is the one found on E(PATH).
     type: path
+  ip_bin:
+    description:
+      - Path of iproute2's C(ip), run once (C(ip -j -4 addr show)) for the C(fabric) netdevs' IPv4 addresses.
+        Default is the one found on E(PATH) (and the usual system directories).
+    type: path
+    version_added: 0.1.0
   timeout:
     description:
       - Seconds each tool (through coreutils C(timeout) when it is installed) and each Docker engine request may
@@ -156,6 +175,9 @@ notes:
     sandboxes), a container cannot get more than the daemon's hard values (runc fails with C(error setting
     rlimit type 8: operation not permitted) for C(--ulimit memlock=-1)); C(nofile) never exceeds C(nr_open).
   - Reading the Docker socket needs root or the docker group; without it C(docker.error) says so.
+  - >-
+    C(fabric.interfaces.<name>.ipv4) is null, and C(fabric.error) says why, when C(ip) is missing, fails, does
+    not answer in time or prints something that is not iproute2's JSON (that last case is also in C(problems)).
 """
 
 EXAMPLES = r"""
@@ -191,6 +213,18 @@ EXAMPLES = r"""
     msg:
       - "{{ guard.node.memguard.tripped }}"
       - "{{ guard.node.ports.listening | map(attribute='comm') | list }}"
+
+- name: Would the role change the node's configuration file?
+  dgxspark.cluster.node_facts:
+    sections: [files, fabric]
+    files: [/etc/dgxspark/fabric.conf, /etc/systemd/system/dgxspark-memguard.service]
+  register: current
+
+- name: Show the file's SHA-256 (null when it does not exist) and the fabric ports' addresses
+  ansible.builtin.debug:
+    msg:
+      - "{{ current.node.files.paths['/etc/dgxspark/fabric.conf'].sha256 }}"
+      - "{{ current.node.fabric.interfaces | dict2items | map(attribute='value.ipv4') | list }}"
 
 - name: Show the RoCE v2 GID index of every fabric port (NCCL_IB_GID_INDEX)
   ansible.builtin.debug:
@@ -243,10 +277,19 @@ node:
     fabric:
       description:
         - C(interfaces), by netdev name, each with C(present), C(operstate), C(carrier) (bool), C(speed_mbps)
-          (null when the link is down), C(mtu), C(address), C(rdma_device) and C(gid_ipv4) (the IPv4 addresses of
-          its RoCE v2 GIDs).
+          (null when the link is down), C(mtu), C(address), C(rdma_device), C(gid_ipv4) (the IPv4 addresses of
+          its RoCE v2 GIDs) and C(ipv4) (its IPv4 addresses with prefix length, in C(ip)'s order, from one
+          C(ip -j -4 addr show); empty when it has none, null when C(ip) could not tell).
+        - C(error), why C(ipv4) is null (C(ip) not found, exited non-zero, timed out, unreadable output); null
+          otherwise.
       returned: when asked for
       type: dict
+      sample:
+        error: null
+        interfaces:
+          enp1s0f0np0: {present: true, operstate: up, carrier: true, speed_mbps: 200000, mtu: 9000,
+                        address: "30:c5:99:3e:6a:13", rdma_device: rocep1s0f0, gid_ipv4: [192.168.100.10],
+                        ipv4: [192.168.100.10/24]}
     docker:
       description:
         - C(present) (the engine answered), C(error), C(socket), C(engine) (C(version), C(api_version), C(os),
@@ -315,6 +358,27 @@ node:
         listening:
           - {port: 8000, family: ipv4, address: 0.0.0.0, inode: 10550, uid: 0, pids: [4242], pid: 4242,
              comm: python3, container: null, container_name: null}
+    files:
+      description:
+        - >-
+          C(paths), by path as given in O(files), each with C(exists), C(type) (C(file), C(directory), C(fifo),
+          C(socket), C(char_device), C(block_device); of the target for a symlink), C(sha256) (hex, regular
+          files of at most 16 MiB only), C(mode) (octal string such as C(0644)), C(owner) (uid), C(group) (gid),
+          C(size) (bytes) and C(error) (why C(sha256) is null for a regular file, such as C(Permission denied)
+          or C(larger than 16 MiB (...): not hashed), or that a symlink's target is missing; else null).
+        - A missing path has C(exists) false and every other value null (but C(error) for a symlink whose target
+          is missing). C(exists) is null only when stat fails otherwise (a parent directory that cannot be
+          searched); such errors and unreadable files are also in C(problems).
+      returned: when asked for
+      type: dict
+      sample:
+        paths:
+          /etc/hosts: {exists: true, type: file, mode: "0644", owner: 0, group: 0, size: 221, error: null,
+                       sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}
+          /etc/dgxspark: {exists: true, type: directory, sha256: null, mode: "0755", owner: 0, group: 0,
+                          size: 4096, error: null}
+          /etc/absent.conf: {exists: false, type: null, sha256: null, mode: null, owner: null, group: null,
+                             size: null, error: null}
     sections:
       description: The sections gathered.
       returned: always
@@ -347,6 +411,7 @@ elapsed_ms:
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DEFAULT_DOCKER_HOST
+from ansible_collections.dgxspark.cluster.plugins.module_utils._files import relative_paths
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
     DEFAULT_LOG_PATH,
     DEFAULT_STATE_PATH,
@@ -381,8 +446,10 @@ def main() -> None:
             "sys_root": {"type": "path", "default": "/sys"},
             "nvidia_smi": {"type": "path"},
             "systemctl": {"type": "path"},
+            "ip_bin": {"type": "path"},
             "timeout": {"type": "int", "default": 20},
             "ports": {"type": "list", "elements": "int", "default": []},
+            "files": {"type": "list", "elements": "str", "default": []},
             "memguard_state_path": {"type": "path", "default": DEFAULT_STATE_PATH},
             "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
             "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
@@ -395,6 +462,9 @@ def main() -> None:
     bad_ports = [port for port in params["ports"] if not 0 < port < 65536]
     if bad_ports:
         module.fail_json(msg=f"ports must be TCP ports (1-65535), found {bad_ports}")
+    relative = relative_paths(params["files"])
+    if relative:
+        module.fail_json(msg=f"files must be absolute paths, found {relative}")
     wanted = set(params["sections"])
 
     def tool(name: str, option: str, section: str) -> Tool:
@@ -409,6 +479,7 @@ def main() -> None:
         sys_root=params["sys_root"],
         nvidia_smi=tool("nvidia-smi", "nvidia_smi", "gpu"),
         systemctl=tool("systemctl", "systemctl", "services") if params["services"] else Tool("systemctl", None),
+        ip=tool("ip", "ip_bin", "fabric"),
         docker_host=params["docker_host"],
         container_name=params["container_name"] or None,
         fabric_interfaces=tuple(params["fabric_interfaces"]) if params["fabric_interfaces"] is not None else None,
@@ -419,12 +490,13 @@ def main() -> None:
         memguard_trip_path=params["memguard_trip_path"],
         memguard_log_path=params["memguard_log_path"],
         ports=tuple(params["ports"]),
+        files=tuple(params["files"]),
     )
 
     def run_command(argv: list[str]) -> tuple[int, str, str]:
         return module.run_command(argv, handle_exceptions=False, errors="surrogate_then_replace")
 
-    needs_process = options.nvidia_smi.path is not None or options.systemctl.path is not None
+    needs_process = any(t.path is not None for t in (options.nvidia_smi, options.systemctl, options.ip))
     timeout_bin = module.get_bin_path("timeout") if needs_process else None
     node = gather(options, make_runner(run_command, timeout_bin, options.timeout))
     module.exit_json(changed=False, node=node, ansible_facts={"dgxspark_node": node}, elapsed_ms=node["elapsed_ms"])

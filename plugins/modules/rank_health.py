@@ -34,6 +34,12 @@ options:
     description: Seconds each request may take.
     type: float
     default: 5
+  wait:
+    description:
+      - With O(api), look again on the node every 0.25 s until the head serves (C(/health) and C(/v1/models)), its
+        container stops, or this many seconds passed. 0 looks once.
+    type: float
+    default: 0
   docker_host:
     description: The Docker engine's socket URL.
     type: str
@@ -94,6 +100,18 @@ models:
   returned: always
   type: list
   elements: str
+started_at:
+  description: Docker's own start time of the container (RFC 3339, UTC).
+  returned: when the container exists
+  type: str
+port_open_at:
+  description: When the API port first accepted a connection during this call (epoch seconds, the node's clock).
+  returned: always
+  type: float
+ready_at:
+  description: When the head first served (health and models) during this call (epoch seconds, the node's clock).
+  returned: always
+  type: float
 error:
   description: Why the engine could not be asked.
   returned: always
@@ -113,6 +131,7 @@ def main() -> None:
             "api": {"type": "str"},
             "log_lines": {"type": "int", "default": 1},
             "timeout": {"type": "float", "default": 5},
+            "wait": {"type": "float", "default": 0},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
         },
         supports_check_mode=True,
@@ -124,7 +143,9 @@ def main() -> None:
         module.fail_json(msg=str(error))
     engine = DockerEngine(path, params["timeout"])
     try:
-        result = rank_health(engine, params["container"], params["api"], params["log_lines"], params["timeout"])
+        result = rank_health(
+            engine, params["container"], params["api"], params["log_lines"], params["timeout"], params["wait"]
+        )
     finally:
         engine.close()
     module.exit_json(changed=False, **result)

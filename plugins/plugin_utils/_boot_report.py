@@ -9,6 +9,7 @@ so that the report's wording is tested without a cluster.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,60 @@ def guard_summary(hosts: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
     return "memory guard: " + "; ".join(f"{what} on {', '.join(names)}" for what, names in phases.items()), tripped
 
 
+PHASES = (
+    ("plan", "plan and preflight"),
+    ("converge", "converge"),
+    ("pause", "pause and arm"),
+    ("workers", "workers"),
+    ("head", "head"),
+    ("wait", "wait and smoke"),
+    ("finish", "steady"),
+    ("end", ""),
+)
+
+
+def rfc3339(text: Any) -> float | None:
+    """Docker's RFC 3339 time (up to nine fraction digits, UTC) in epoch seconds; None when it is not one."""
+    if not isinstance(text, str) or not text.endswith("Z") or text.startswith("0001-"):
+        return None
+    whole, _dot, fraction = text[:-1].partition(".")
+    try:
+        moment = datetime.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.UTC)
+        return moment.timestamp() + (float(f"0.{fraction}") if fraction.isdigit() else 0.0)
+    except ValueError:
+        return None
+
+
+def startup_figures(head: Mapping[str, Any]) -> str | None:
+    """``startup: ...``: from the head's container start (Docker's, the head's clock) to its API port open,
+    HTTP ready and the smoke completion's first token, all on the head's clock."""
+    served = _get(head, "boot_served", {})
+    start = rfc3339(served.get("started_at"))
+    if start is None:
+        return None
+    parts = []
+    for key, what in (("port_open_at", "port open"), ("ready_at", "HTTP ready")):
+        if served.get(key) is not None:
+            parts.append(f"{what} {float(served[key]) - start:.1f} s")
+    smoke = _get(head, "boot_smoke", {})
+    if smoke.get("sent_at") is not None and smoke.get("ttft") is not None:
+        parts.append(f"first token {float(smoke['sent_at']) + float(smoke['ttft']) - start:.1f} s")
+    return "startup (from the head's engine start): " + ", ".join(parts) if parts else None
+
+
+def phase_times(hosts: Sequence[Mapping[str, Any]]) -> str | None:
+    """``boot phases: ...``: each phase's wall time on the controller's clock, from the earliest host's mark."""
+    marks: dict[str, float] = {}
+    for host in hosts:
+        for key, value in (_get(host, "boot_clock", {}) or {}).items():
+            marks[key] = min(float(value), marks.get(key, float("inf")))
+    known = [(key, what) for key, what in PHASES if key in marks]
+    if len(known) < 2:
+        return None
+    parts = [f"{what} {marks[nxt] - marks[key]:.1f} s" for (key, what), (nxt, _) in zip(known, known[1:], strict=False)]
+    return f"boot phases: {', '.join(parts)}; in all {marks[known[-1][0]] - marks[known[0][0]]:.1f} s"
+
+
 def boot_report(hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], prompt: str) -> list[str]:
     """The report of a boot that serves: endpoint, ranks, guard, sample completion."""
     by_rank = sorted(hosts, key=lambda h: int(_get(h, "boot_rank", {}).get("rank", 0)))
@@ -66,7 +121,9 @@ def boot_report(hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], pro
     choices = (smoke.get("json") or {}).get("choices") if isinstance(smoke, Mapping) else None
     if choices:
         lines.append(f'sample completion ("{prompt}"): {str(choices[0].get("text", "")).strip()}')
-    return lines
+    elif smoke.get("text") is not None:
+        lines.append(f'sample completion ("{prompt}"): {str(smoke["text"]).strip()}')
+    return lines + [line for line in (startup_figures(head), phase_times(by_rank)) if line]
 
 
 def boot_undo_report(hosts: Sequence[Mapping[str, Any]], failed: Sequence[str], lost: Sequence[str]) -> list[str]:

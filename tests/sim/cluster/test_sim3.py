@@ -180,6 +180,7 @@ def checkout_state() -> dict[str, str]:
     """Every file of the checkout and the inventories (hidden ones too: the guard's key file, .bench) with its
     SHA-256; the venvs, git's own files and caches left out."""
     skip = {".git", ".venv", ".venv-compat", ".venv-aiperf", ".build", ".cache", "__pycache__", ".pytest_cache"}
+    skip.add(".ruff_cache")
     state = {}
     for directory, names, files in os.walk(REPO):
         names[:] = [n for n in names if n not in skip]
@@ -369,13 +370,14 @@ def test_boot_fault_worker_engine_dies_during_load(sim3, tmp_path):
     Checked on the nodes, not only in the playbook's output."""
     hosts = [node["host"] for node in sim3["nodes"]]
     # 4096 B/token x 1048576 tokens = 4 GiB of KV cache needed, 2.2 GiB given: vLLM's error after the load.
-    # A host defined in a second inventory takes its inventory_dir from it, and the sim inventory's key path
-    # is relative to that: the key is named here in full.
+    # A host defined in a second inventory takes its inventory_dir from it, and the sim inventory's key and
+    # profile paths are relative to that: both are named here in full.
     override = tmp_path / "override.yml"
     override.write_text(
         "all:\n  hosts:\n    sim3-worker2:\n"
         "      dgxspark_overrides: {environment: {SIM_ENGINE_KV_BYTES_PER_TOKEN: '4096'}}\n"
         f"      ansible_ssh_private_key_file: {REPO / '.cache' / 'sim' / 'sim3' / 'id_ed25519'}\n"
+        f"      dgxspark_profile: {REPO / 'inventories' / 'sim3' / 'serving-profile.json'}\n"
     )
     helper_before = {host: helper_started_at(host) for host in hosts}
     assert all(node_sh(h, f"systemctl is-active {HELPER}").stdout.strip() == "active" for h in hosts)
@@ -409,6 +411,121 @@ def test_boot_fault_worker_engine_dies_during_load(sim3, tmp_path):
     head = rank_records("sim3-head")[-1]
     assert head["was_running"] is True
     assert not [line for line in head["log_tail"] if "Application startup complete" in line]  # never served
+
+
+def override_file(tmp_path, name: str, hosts: dict[str, str]) -> str:
+    """A second inventory with per-host variables (YAML flow mappings), the sim key and profile named in full
+    (a host defined in a second inventory takes its inventory_dir from it)."""
+    key = REPO / ".cache" / "sim" / "sim3" / "id_ed25519"
+    profile = REPO / "inventories" / "sim3" / "serving-profile.json"
+    text = "all:\n  hosts:\n" + "".join(
+        f"    {host}:\n      dgxspark_overrides: {overrides}\n      ansible_ssh_private_key_file: {key}\n"
+        f"      dgxspark_profile: {profile}\n"
+        for host, overrides in hosts.items()
+    )
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def assert_undone(hosts: list[str], helper_before: dict[str, str]) -> None:
+    """What the undo leaves on every node: no rank container, the guard idle and not tripped, the helper
+    paused and running again."""
+    for host in hosts:
+        assert rank_containers(host) == {}, host
+        guard = guard_phase(host)
+        assert guard["phase"] == "idle" and not guard.get("tripped"), (host, guard)
+        assert node_sh(host, f"systemctl is-active {HELPER}").stdout.strip() == "active", host
+        assert helper_started_at(host) != helper_before[host], f"{host}: the helper was never paused"
+
+
+def test_boot_faults_each_undone(sim3, tmp_path):
+    """Each failure point after the helpers were paused runs the undo, checked on the nodes: a worker whose
+    container cannot start (the head never starts), a wait that times out, a smoke completion that gets a
+    garbled answer."""
+    hosts = [node["host"] for node in sim3["nodes"]]
+    cases = [
+        (
+            "a worker that cannot start",
+            [
+                "-i",
+                override_file(
+                    tmp_path, "cpuset.yml", {"sim3-worker2": "{container: {docker_run_args: ['--cpuset-cpus=63']}}"}
+                ),
+            ],
+            "sim3-worker2: ",
+        ),
+        ("a wait that times out", ["-e", "boot_timeout=2"], "not serving after 2 s"),
+        (
+            "a smoke completion that gets a garbled answer",
+            ["-i", override_file(tmp_path, "garble.yml", {"sim3-head": "{environment: {SIM_ENGINE_GARBLE: '1'}}"})],
+            "the smoke completion's answer does not match",
+        ),
+    ]
+    for what, args, cause in cases:
+        helper_before = {host: helper_started_at(host) for host in hosts}
+        records_before = {host: len(rank_records(host)) for host in hosts}
+        proc = playbook("playbooks/boot.yml", *args, timeout=400)
+        assert proc.returncode != 0, (what, proc.stdout[-4000:])
+        flat = " ".join(proc.stdout.split())
+        assert "the boot failed; every rank was stopped and removed" in flat, (what, proc.stdout[-6000:])
+        assert cause in flat, (what, proc.stdout[-6000:])
+        assert "Switch the memory guard to steady" not in flat, what
+        assert_undone(hosts, helper_before)
+        started = {host: len(rank_records(host)) - records_before[host] for host in hosts}
+        if what == "a worker that cannot start":
+            assert "Requested CPUs are not available" in flat or "cpuset" in flat, proc.stdout[-4000:]
+            assert started["sim3-head"] == 0, "the head started although a worker had failed"
+        else:
+            assert started == dict.fromkeys(hosts, 1), (what, started)
+
+
+def test_boot_node_lost_during_the_boot(sim3):
+    """A worker that stops answering SSH while the ranks load: the boot undoes what it can on the nodes that
+    answer and names the lost node; once it answers again, stop.yml stops its rank."""
+    hosts = [node["host"] for node in sim3["nodes"]]
+    helper_before = {host: helper_started_at(host) for host in hosts}
+    rule = "INPUT -p tcp --dport 22 -j DROP"
+    control = tempfile.mkdtemp(prefix="cp-")
+    env = {
+        **os.environ,
+        "ANSIBLE_TIMEOUT": "5",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
+        "ANSIBLE_SSH_ARGS": (
+            "-o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=2 -o ServerAliveCountMax=2"
+        ),
+    }
+    boot = subprocess.Popen(
+        [ansible_bin("ansible-playbook"), "playbooks/boot.yml", "-i", "inventories/sim3"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while rank_containers("sim3-head") != {"vllm_dsv41": "running"}:  # the head started: every rank loads
+            assert time.monotonic() < deadline and boot.poll() is None, "the head never started"
+            time.sleep(0.5)
+        node_sh("sim3-worker1", f"iptables -I {rule}")
+        out, _ = boot.communicate(timeout=400)
+    finally:
+        if boot.poll() is None:
+            boot.kill()
+        node_sh("sim3-worker1", f"iptables -D {rule}", check=False)
+        shutil.rmtree(control, ignore_errors=True)
+    print(out)
+    assert boot.returncode != 0, out[-4000:]
+    flat = " ".join(out.split())
+    assert "fatal: [sim3-worker1]: UNREACHABLE!" in flat, out[-4000:]
+    assert "the boot failed, and its undo did not finish everywhere" in flat, out[-4000:]
+    assert "sim3-worker1: stopped answering during the boot" in flat
+    assert_undone(["sim3-head", "sim3-worker2"], helper_before)
+    assert rank_containers("sim3-worker1") == {"vllm_dsv41": "running"}  # nothing could be done there
+    stop = playbook("playbooks/stop.yml")
+    assert stop.returncode == 0, stop.stdout[-4000:]
+    assert rank_containers("sim3-worker1") == {}
 
 
 def test_boot_fault_node_does_not_answer_ssh(sim3):

@@ -21,6 +21,8 @@ GB10 = FIXTURES / "gb10"
 BARE = FIXTURES / "bare"
 H200 = FIXTURES / "h200"
 SAMPLES = FIXTURES / "samples"
+IP_ADDR_GB10 = FIXTURES / "ip" / "addr-gb10.json"
+"""What ``ip -j -4 addr show`` prints on the GB10 tree's node (see ``ip/README.md``)."""
 
 
 def sample_body(name: str) -> str:

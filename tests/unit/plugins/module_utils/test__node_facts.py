@@ -4,14 +4,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _files
+from ansible_collections.dgxspark.cluster.plugins.module_utils._files import (
+    MAX_HASH_BYTES,
+    file_facts,
+    relative_paths,
+    sha256_of,
+)
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import (
     DEFAULT_SECTIONS,
     SECTIONS,
@@ -19,13 +27,16 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts impor
     Options,
     Tool,
     gather,
+    ip_addr_argv,
     make_runner,
+    parse_ip_addresses,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi import query_argv
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import show_argv
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
     BARE,
     GB10,
+    IP_ADDR_GB10,
     fake_docker_engine,
     sample_body,
 )
@@ -33,6 +44,7 @@ from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_f
 SERVICES = ("ollama.service", "nv-cpu-governor.service", "open-webui.service")
 NVIDIA_SMI = "/usr/bin/nvidia-smi"
 SYSTEMCTL = "/usr/bin/systemctl"
+IP = "/usr/sbin/ip"
 
 
 class FakeTools:
@@ -52,6 +64,7 @@ def gb10_tools() -> FakeTools:
         {
             NVIDIA_SMI: CommandResult(0, (GB10 / "tools" / "nvidia-smi-query.csv").read_text(), ""),
             SYSTEMCTL: CommandResult(0, (GB10 / "tools" / "systemctl-show.txt").read_text(), ""),
+            IP: CommandResult(0, IP_ADDR_GB10.read_text(), ""),
         }
     )
 
@@ -62,6 +75,7 @@ def options(tree: pathlib.Path, **changes: Any) -> Options:
         "sys_root": str(tree / "sys"),
         "nvidia_smi": Tool("nvidia-smi", NVIDIA_SMI),
         "systemctl": Tool("systemctl", SYSTEMCTL),
+        "ip": Tool("ip", IP),
         "services": SERVICES,
         "docker_host": "unix:///nonexistent/docker.sock",
     }
@@ -77,9 +91,13 @@ def gb10_node() -> Iterator[tuple[dict[str, Any], FakeTools, list[str]]]:
     yield node, tools, requests
 
 
-def test_gb10_runs_two_processes_and_four_requests(gb10_node: Any) -> None:
+def test_gb10_runs_three_processes_and_four_requests(gb10_node: Any) -> None:
     node, tools, requests = gb10_node
-    assert tools.calls == [query_argv(NVIDIA_SMI), show_argv(SYSTEMCTL, SERVICES)]
+    assert tools.calls == [
+        query_argv(NVIDIA_SMI),
+        [IP, "-j", "-4", "addr", "show"],
+        show_argv(SYSTEMCTL, SERVICES),
+    ]
     assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json"]
     assert node["problems"] == []
     assert node["sections"] == list(DEFAULT_SECTIONS)
@@ -134,7 +152,9 @@ def test_gb10_rdma(gb10_node: Any) -> None:
 
 
 def test_gb10_fabric(gb10_node: Any) -> None:
-    interfaces = gb10_node[0]["fabric"]["interfaces"]
+    fabric = gb10_node[0]["fabric"]
+    assert fabric["error"] is None
+    interfaces = fabric["interfaces"]
     assert sorted(interfaces) == ["enP2p1s0f0np0", "enP2p1s0f1np1", "enp1s0f0np0", "enp1s0f1np1"]
     assert interfaces["enp1s0f0np0"] == {
         "present": True,
@@ -145,12 +165,15 @@ def test_gb10_fabric(gb10_node: Any) -> None:
         "address": "30:c5:99:3e:6a:13",
         "rdma_device": "rocep1s0f0",
         "gid_ipv4": ["192.168.100.10"],
+        "ipv4": ["192.168.100.10/24", "10.99.3.1/32"],
     }
+    assert interfaces["enP2p1s0f0np0"]["ipv4"] == ["192.168.100.14/24"]
     down = interfaces["enP2p1s0f1np1"]
-    assert (down["carrier"], down["speed_mbps"], down["rdma_device"], down["gid_ipv4"]) == (
+    assert (down["carrier"], down["speed_mbps"], down["rdma_device"], down["gid_ipv4"], down["ipv4"]) == (
         False,
         None,
         "roceP2p1s0f1",
+        [],
         [],
     )
 
@@ -239,7 +262,8 @@ def test_bare_tree_missing_things_are_facts() -> None:
         "devices": {},
         "roce_v2_ipv4": [],
     }
-    assert node["fabric"] == {"interfaces": {}}
+    assert node["fabric"] == {"interfaces": {}, "error": None}  # no netdev to ask ip about: ip is not run
+    assert [call[0] for call in tools.calls] == [SYSTEMCTL]
     assert node["kernel"]["page_size"] == 4096 and node["kernel"]["modules"] is None
     assert node["kernel"]["memory_saver"] == {"loaded": False, "packing_enabled": None}
     assert node["kernel"]["nvidia"] == {"version": None, "uvm_loaded": False, "uvm_srcversion": None}
@@ -256,9 +280,17 @@ def test_bare_tree_missing_things_are_facts() -> None:
 
 
 def test_asked_for_interfaces_are_reported_even_when_absent() -> None:
-    node = gather(options(BARE, sections=("fabric",), fabric_interfaces=("eth0", "enp1s0f0np0")), FakeTools({}))
+    ip_output = '[{"ifindex":4,"ifname":"eth0","addr_info":[{"family":"inet","local":"192.0.2.2","prefixlen":24}]}]'
+    tools = FakeTools({IP: CommandResult(0, ip_output, "")})
+    node = gather(options(BARE, sections=("fabric",), fabric_interfaces=("eth0", "enp1s0f0np0")), tools)
     assert list(node["fabric"]["interfaces"]) == ["eth0", "enp1s0f0np0"]
-    assert node["fabric"]["interfaces"]["enp1s0f0np0"] == {"present": False, "rdma_device": None, "gid_ipv4": []}
+    assert node["fabric"]["interfaces"]["enp1s0f0np0"] == {
+        "present": False,
+        "rdma_device": None,
+        "gid_ipv4": [],
+        "ipv4": [],
+    }
+    assert node["fabric"]["interfaces"]["eth0"]["ipv4"] == ["192.0.2.2/24"]
     assert "rdma" not in node
 
 
@@ -401,10 +433,10 @@ def test_tool_resolution(tmp_path: pathlib.Path) -> None:
 
 
 # ---------------------------------------------------------------- memguard and ports (asked for by name)
-def test_memguard_and_ports_are_gathered_only_when_named() -> None:
-    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports"}
-    node = gather(options(GB10, sections=("memory",)), FakeTools({}))
-    assert "memguard" not in node and "ports" not in node
+def test_memguard_ports_and_files_are_gathered_only_when_named() -> None:
+    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports", "files"}
+    node = gather(options(GB10, sections=("memory",), files=("/etc/hostname",)), FakeTools({}))
+    assert "memguard" not in node and "ports" not in node and "files" not in node
 
 
 def test_a_fresh_node_has_no_guard_and_no_listener(tmp_path: pathlib.Path) -> None:
@@ -428,3 +460,289 @@ def test_a_fresh_node_has_no_guard_and_no_listener(tmp_path: pathlib.Path) -> No
     )
     assert node["ports"] == {"asked": [8000, 29501], "listening": [], "unreadable_processes": 0}
     assert node["sections"] == ["memguard", "ports"]
+
+
+# ---------------------------------------------------------------- fabric: IPv4 addresses from ip
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        pytest.param(
+            IP_ADDR_GB10.read_text(),
+            {
+                "lo": ["127.0.0.1/8"],
+                "enp1s0f0np0": ["192.168.100.10/24", "10.99.3.1/32"],
+                "enP2p1s0f0np0": ["192.168.100.14/24"],
+                "wlP9s9": ["192.168.10.1/24"],
+                "docker0": ["172.17.0.1/16"],
+            },
+            id="gb10-fixture",
+        ),
+        pytest.param("[]\n", {}, id="no-links"),
+        pytest.param("", {}, id="empty-output"),
+        pytest.param(
+            '[{},{},{"ifname":"eth0","addr_info":[{"family":"inet","local":"10.0.0.2","prefixlen":31}]},{}]',
+            {"eth0": ["10.0.0.2/31"]},
+            id="older-iproute2-empty-objects",
+        ),
+        pytest.param(
+            '[{"ifname":"eth0","addr_info":[{"family":"inet6","local":"fe80::1","prefixlen":64},'
+            '{"family":"inet","local":"10.0.0.2","prefixlen":24}]},{"ifname":"eth1"},{"ifname":"eth2","addr_info":[]}]',
+            {"eth0": ["10.0.0.2/24"], "eth1": [], "eth2": []},
+            id="other-families-and-no-addresses",
+        ),
+    ],
+)
+def test_parse_ip_addresses(text: str, expected: dict[str, list[str]]) -> None:
+    assert parse_ip_addresses(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        pytest.param('Object "addr" is unknown, try "ip help".', "Expecting value", id="not-json"),
+        pytest.param('[{"ifname": "eth0", "addr_info": [', "Expecting value", id="truncated"),
+        pytest.param('{"ifname": "eth0"}', "expected a JSON list of links, found dict", id="not-a-list"),
+        pytest.param('[{"ifname": "eth0", "addr_info": {}}]', "eth0: expected addr_info to be a list", id="info"),
+        pytest.param(
+            '[{"ifname": "eth0", "addr_info": [{"family": "inet", "local": "10.0.0.2"}]}]',
+            "eth0: expected local and prefixlen",
+            id="no-prefixlen",
+        ),
+    ],
+)
+def test_parse_ip_addresses_refuses_what_is_not_ip_json(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_ip_addresses(text)
+
+
+@pytest.mark.parametrize(
+    "tool,result,error,problem_sources",
+    [
+        pytest.param(Tool("ip", None, "ip not found"), None, "ip not found", [], id="ip-missing"),
+        pytest.param(
+            Tool("ip", None, "ip not found at /opt/ip"), None, "ip not found at /opt/ip", [], id="ip-not-at-path"
+        ),
+        pytest.param(
+            Tool("ip", IP),
+            CommandResult(255, "", "Cannot open netlink socket: Permission denied\n"),
+            "ip exited 255: Cannot open netlink socket: Permission denied",
+            [],
+            id="ip-fails",
+        ),
+        pytest.param(Tool("ip", IP), CommandResult(1, "", ""), "ip exited 1: no message", [], id="ip-fails-silently"),
+        pytest.param(
+            Tool("ip", IP),
+            CommandResult(124, "", "", timed_out=True),
+            "ip did not answer within 20 s",
+            [],
+            id="ip-hangs",
+        ),
+        pytest.param(
+            Tool("ip", IP),
+            CommandResult(0, "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536\n", ""),
+            "could not read ip's output: Extra data: line 1 column 2 (char 1)",
+            ["ip -j -4 addr show"],
+            id="ip-prints-invalid-json",
+        ),
+    ],
+)
+def test_ipv4_unknown_when_ip_cannot_tell(
+    tool: Tool, result: CommandResult | None, error: str, problem_sources: list[str]
+) -> None:
+    tools = FakeTools({} if result is None else {IP: result})
+    node = gather(options(GB10, sections=("fabric",), ip=tool), tools)
+    fabric = node["fabric"]
+    assert fabric["error"] == error
+    assert {name: facts["ipv4"] for name, facts in fabric["interfaces"].items()} == dict.fromkeys(
+        ["enP2p1s0f0np0", "enP2p1s0f1np1", "enp1s0f0np0", "enp1s0f1np1"]
+    )
+    assert fabric["interfaces"]["enp1s0f0np0"]["gid_ipv4"] == ["192.168.100.10"]  # the rest is still there
+    assert [(p["section"], p["source"]) for p in node["problems"]] == [("fabric", s) for s in problem_sources]
+    assert tools.calls == ([] if result is None else [ip_addr_argv(IP)])
+
+
+# ---------------------------------------------------------------- files
+MIB = 1024 * 1024
+
+
+def _write(path: pathlib.Path, data: bytes, mode: int = 0o644) -> pathlib.Path:
+    path.write_bytes(data)
+    path.chmod(mode)
+    return path
+
+
+def _sparse(path: pathlib.Path, size: int) -> pathlib.Path:
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    path.chmod(0o600)
+    return path
+
+
+def _directory(path: pathlib.Path) -> pathlib.Path:
+    path.mkdir()
+    path.chmod(0o750)
+    return path
+
+
+def _symlink(target: Callable[[pathlib.Path], pathlib.Path]) -> Callable[[pathlib.Path], pathlib.Path]:
+    def make(path: pathlib.Path) -> pathlib.Path:
+        path.symlink_to(target(path.with_name(path.name + ".target")))
+        return path
+
+    return make
+
+
+def _fifo(path: pathlib.Path) -> pathlib.Path:
+    os.mkfifo(path, 0o600)
+    return path
+
+
+ABSENT = {"exists": False, "type": None, "sha256": None, "mode": None, "owner": None, "group": None, "size": None}
+HELLO = b"hello, spark\n"
+
+
+@pytest.mark.parametrize(
+    "make,expected",
+    [
+        pytest.param(
+            lambda p: _write(p, HELLO),
+            {"exists": True, "type": "file", "sha256": hashlib.sha256(HELLO).hexdigest(), "mode": "0644", "size": 13},
+            id="file",
+        ),
+        pytest.param(
+            lambda p: _write(p, b"", 0o4755),
+            {"exists": True, "type": "file", "sha256": hashlib.sha256(b"").hexdigest(), "mode": "4755", "size": 0},
+            id="empty-setuid-file",
+        ),
+        pytest.param(lambda p: p, {**ABSENT, "error": None}, id="missing"),
+        pytest.param(lambda p: p / "below", {**ABSENT, "error": None}, id="missing-parent"),
+        pytest.param(_directory, {"exists": True, "type": "directory", "sha256": None, "mode": "0750"}, id="directory"),
+        pytest.param(
+            _symlink(lambda p: _write(p, HELLO, 0o600)),
+            {"exists": True, "type": "file", "sha256": hashlib.sha256(HELLO).hexdigest(), "mode": "0600", "size": 13},
+            id="symlink-to-file",
+        ),
+        pytest.param(
+            _symlink(_directory),
+            {"exists": True, "type": "directory", "sha256": None, "mode": "0750"},
+            id="symlink-to-directory",
+        ),
+        pytest.param(
+            _symlink(lambda p: p),
+            {**ABSENT, "error": "a symlink to a missing target ({target})"},
+            id="dangling-symlink",
+        ),
+        pytest.param(
+            lambda p: _sparse(p, MAX_HASH_BYTES),
+            {"exists": True, "type": "file", "sha256": hashlib.sha256(bytes(16 * MIB)).hexdigest(), "size": 16 * MIB},
+            id="16-MiB-is-hashed",
+        ),
+        pytest.param(
+            lambda p: _sparse(p, MAX_HASH_BYTES + 1),
+            {
+                "exists": True,
+                "type": "file",
+                "sha256": None,
+                "mode": "0600",
+                "size": 16 * MIB + 1,
+                "error": f"larger than 16 MiB ({16 * MIB + 1} bytes): not hashed",
+            },
+            id="over-16-MiB-is-not-hashed",
+        ),
+        pytest.param(
+            _fifo,
+            {"exists": True, "type": "fifo", "sha256": None, "mode": "0600", "error": None},
+            id="fifo-is-not-opened",
+        ),
+    ],
+)
+def test_files(tmp_path: pathlib.Path, make: Callable[[pathlib.Path], pathlib.Path], expected: dict[str, Any]) -> None:
+    path = make(tmp_path / "watched")
+    node = gather(options(GB10, sections=("files",), files=(str(path),)), FakeTools({}))
+    assert list(node) == ["files", "sections", "problems", "elapsed_ms"]
+    assert node["problems"] == []
+    assert list(node["files"]["paths"]) == [str(path)]
+    facts = node["files"]["paths"][str(path)]
+    assert set(facts) == {"exists", "type", "sha256", "mode", "owner", "group", "size", "error"}
+    error = expected.get("error")
+    expected = {**expected, "error": error.format(target=f"{path}.target") if error else None}
+    assert {key: facts[key] for key in expected} == expected
+    if facts["exists"]:
+        assert (facts["owner"], facts["group"]) == (os.getuid(), os.getgid())
+        assert isinstance(facts["size"], int)
+
+
+# Root (as these tests run in the build container) reads a mode-000 file anyway, so this real case can only run
+# as another user; test_unreadable_file_even_as_root below gives the same case by making open() refuse.
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file anyway (CAP_DAC_OVERRIDE)")
+def test_unreadable_file(tmp_path: pathlib.Path) -> None:
+    path = _write(tmp_path / "secret", HELLO, 0o000)
+    node = gather(options(GB10, sections=("files",), files=(str(path),)), FakeTools({}))
+    facts = node["files"]["paths"][str(path)]
+    assert (facts["exists"], facts["type"], facts["mode"], facts["size"]) == (True, "file", "0000", 13)
+    assert (facts["sha256"], facts["error"]) == (None, "Permission denied")
+    assert node["problems"] == [{"section": "files", "source": str(path), "message": "Permission denied"}]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root searches a mode-000 directory anyway (CAP_DAC_READ_SEARCH)")
+def test_a_path_under_an_unsearchable_directory(tmp_path: pathlib.Path) -> None:
+    _write(_directory(tmp_path / "closed") / "inside", HELLO)
+    (tmp_path / "closed").chmod(0o000)
+    try:
+        facts, message = file_facts(str(tmp_path / "closed" / "inside"))
+    finally:
+        (tmp_path / "closed").chmod(0o750)
+    assert (facts["exists"], facts["sha256"], facts["error"], message) == (
+        None,
+        None,
+        "Permission denied",
+        "Permission denied",
+    )
+
+
+def test_unreadable_file_even_as_root(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an unreadable file gives, whoever runs the tests: opening it is made to fail as it does for a
+    non-root user on a mode-000 file (root can read one, so the chmod case above is skipped under root)."""
+    path = _write(tmp_path / "secret", HELLO, 0o000)
+
+    def refuse(name: str, flags: int, *args: Any) -> int:
+        raise PermissionError(13, "Permission denied", name)
+
+    monkeypatch.setattr(_files.os, "open", refuse)
+    node = gather(options(GB10, sections=("files",), files=(str(path),)), FakeTools({}))
+    facts = node["files"]["paths"][str(path)]
+    assert facts == {
+        "exists": True,
+        "type": "file",
+        "sha256": None,
+        "mode": "0000",
+        "owner": os.getuid(),
+        "group": os.getgid(),
+        "size": 13,
+        "error": "Permission denied",
+    }
+    assert node["problems"] == [{"section": "files", "source": str(path), "message": "Permission denied"}]
+
+
+def test_files_keeps_the_order_given_and_reports_each_path_once(tmp_path: pathlib.Path) -> None:
+    one = _write(tmp_path / "one", b"1")
+    two = _directory(tmp_path / "two")
+    paths = (str(two), str(one), str(tmp_path / "absent"), str(one))
+    node = gather(options(GB10, sections=("files",), files=paths), FakeTools({}))
+    assert list(node["files"]["paths"]) == [str(two), str(one), str(tmp_path / "absent")]
+    assert node["sections"] == ["files"]
+
+
+def test_no_files_asked_for() -> None:
+    node = gather(options(GB10, sections=("files",)), FakeTools({}))
+    assert node["files"] == {"paths": {}}
+
+
+def test_a_file_that_grows_past_the_limit_while_read_is_not_hashed(tmp_path: pathlib.Path) -> None:
+    path = _write(tmp_path / "growing", b"0123456789")
+    assert sha256_of(str(path), limit=4) == (None, "grew over 4 bytes while being read: not hashed")
+    assert sha256_of(str(path), limit=10) == (hashlib.sha256(b"0123456789").hexdigest(), None)
+
+
+def test_relative_paths() -> None:
+    assert relative_paths(["/etc/hosts", "etc/hosts", "./x", "", "/"]) == ["etc/hosts", "./x", ""]

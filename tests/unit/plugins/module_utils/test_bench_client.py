@@ -216,3 +216,19 @@ def test_stream_parser_reads_reasoning_text_and_errors() -> None:
     assert stream.content_times == [1.0, 2.0]
     assert stream.text == ["hmm", "x"]
     assert stream.finish_reason == "stop" and stream.error == "boom" and stream.done
+
+
+def test_the_smoke_completion_is_timed_and_judged(server: str) -> None:
+    endpoint = client.Endpoint(server, api="completions")
+    passed = client.smoke(endpoint, "m", "Count from 1 to 3:", r"1\D+2\D+3", max_tokens=8)
+    assert passed["ok"] and passed["passed"] and passed["text"] == "1, 2, 3"
+    assert TTFT <= passed["ttft"] <= passed["e2e"] and passed["output_tokens"] == 3
+    assert Handler.seen[-1]["path"] == "/v1/completions" and Handler.seen[-1]["body"]["temperature"] == 0
+    assert "ignore_eos" not in Handler.seen[-1]["body"]
+    garbled = client.smoke(endpoint, "m", "Say something:", r"1\D+2\D+3", max_tokens=3)
+    assert garbled["ok"] and not garbled["passed"]
+    Handler.mode = "error"
+    failed = client.smoke(endpoint, "m", "Count from 1 to 3:", r"1\D+2\D+3")
+    assert not failed["ok"] and not failed["passed"] and "does not exist" in failed["error"]
+    with pytest.raises(ValueError, match="not a regular expression"):
+        client.smoke(endpoint, "m", "x", "(")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import shutil
@@ -20,6 +21,7 @@ from ansible_collections.dgxspark.cluster.plugins.modules import node_facts
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
     BARE,
     GB10,
+    IP_ADDR_GB10,
     fake_docker_engine,
     tools_copy,
 )
@@ -60,12 +62,25 @@ def fail_module(args: dict[str, Any]) -> dict[str, Any]:
     return failed.value.args[0]
 
 
+def fake_ip(directory: pathlib.Path) -> pathlib.Path:
+    """An ``ip`` that logs its arguments like the GB10 tree's fake tools and prints the GB10 addresses."""
+    path = directory / "ip"
+    path.write_text(
+        "#!/bin/sh\n"
+        'if [ -n "${NODE_FACTS_ARGV_LOG:-}" ]; then echo "ip $*" >> "$NODE_FACTS_ARGV_LOG"; fi\n'
+        f"cat '{IP_ADDR_GB10}'\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
 def gb10_args(tools: pathlib.Path, docker_sock: str, **more: Any) -> dict[str, Any]:
     args = {
         "proc_root": str(GB10 / "proc"),
         "sys_root": str(GB10 / "sys"),
         "nvidia_smi": str(tools / "nvidia-smi"),
         "systemctl": str(tools / "systemctl"),
+        "ip_bin": str(fake_ip(tools)),
         "services": SERVICES,
         "docker_host": f"unix://{docker_sock}",
         "weights_path": str(ROOT),
@@ -89,6 +104,7 @@ def test_gb10_end_to_end(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
     # one call per tool, with the documented arguments
     assert argv_log.read_text().splitlines() == [
         f"nvidia-smi --query-gpu={QUERY} --format=csv,nounits",
+        "ip -j -4 addr show",
         "systemctl show --no-pager --property=Id,LoadState,ActiveState,SubState,UnitFileState -- " + " ".join(SERVICES),
     ]
     assert len(requests) == 4
@@ -98,6 +114,9 @@ def test_gb10_end_to_end(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
     assert node["kernel"]["memory_saver"]["loaded"] is True
     assert [e["index"] for e in node["rdma"]["roce_v2_ipv4"]] == [3, 3]
     assert node["fabric"]["interfaces"]["enp1s0f0np0"]["speed_mbps"] == 200000
+    assert node["fabric"]["interfaces"]["enp1s0f0np0"]["ipv4"] == ["192.168.100.10/24", "10.99.3.1/32"]
+    assert node["fabric"]["error"] is None
+    assert "files" not in node
     assert node["docker"]["container"]["state"]["status"] == "running"
     assert node["services"]["units"]["ollama.service"]["active_state"] == "active"
     assert node["disk"]["exists"] is True
@@ -157,6 +176,11 @@ def test_a_failing_or_hanging_gpu_is_a_fact(tmp_path: pathlib.Path, script: str,
     [
         ({"sections": ["memory", "gpus"]}, "value of sections must be one or more of"),
         ({"timeout": 0}, "timeout must be a positive number of seconds, found 0"),
+        (
+            {"sections": ["files"], "files": ["/etc/hosts", "etc/hosts", "./x"]},
+            "files must be absolute paths, found ['etc/hosts', './x']",
+        ),
+        ({"files": ["~/.bashrc"]}, "files must be absolute paths, found ['~/.bashrc']"),
     ],
 )
 def test_invalid_options_fail(args: dict[str, Any], message: str) -> None:
@@ -205,3 +229,67 @@ def test_as_a_process_with_an_args_file(tmp_path: pathlib.Path) -> None:
         "enp1s0f0np0",
         "enp1s0f1np1",
     ]
+
+
+def test_files_end_to_end(tmp_path: pathlib.Path) -> None:
+    written = tmp_path / "fabric.conf"
+    written.write_text("mtu 9000\n")
+    written.chmod(0o640)
+    (tmp_path / "link").symlink_to(written)
+    paths = [str(written), str(tmp_path / "link"), str(tmp_path), str(tmp_path / "absent.conf")]
+    result = run_module({"sections": ["files"], "files": paths})
+    node = result["node"]
+    assert node["sections"] == ["files"] and node["problems"] == []
+    found = node["files"]["paths"]
+    assert list(found) == paths
+    digest = hashlib.sha256(b"mtu 9000\n").hexdigest()
+    assert (found[str(written)]["sha256"], found[str(written)]["mode"], found[str(written)]["size"]) == (
+        digest,
+        "0640",
+        9,
+    )
+    assert found[str(tmp_path / "link")] == found[str(written)]
+    assert (found[str(tmp_path)]["type"], found[str(tmp_path)]["sha256"]) == ("directory", None)
+    assert found[str(tmp_path / "absent.conf")]["exists"] is False
+    json.dumps(result)
+
+
+@pytest.mark.parametrize(
+    "args,error",
+    [
+        ({"ip_bin": "/nonexistent/ip"}, "ip not found at /nonexistent/ip"),
+        ({}, "ip not found"),  # nothing on PATH (get_bin_path finds nothing)
+    ],
+)
+def test_ip_missing_leaves_ipv4_unknown(monkeypatch: pytest.MonkeyPatch, args: dict[str, Any], error: str) -> None:
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: None)
+    result = run_module(
+        {"sections": ["fabric"], "proc_root": str(GB10 / "proc"), "sys_root": str(GB10 / "sys"), **args}
+    )
+    fabric = result["node"]["fabric"]
+    assert fabric["error"] == error
+    assert {facts["ipv4"] for facts in fabric["interfaces"].values()} == {None}
+    assert fabric["interfaces"]["enp1s0f0np0"]["mtu"] == 9000
+    assert result["node"]["problems"] == []
+
+
+@pytest.mark.parametrize(
+    "script,error",
+    [
+        (
+            'echo "Cannot open netlink socket: Operation not permitted" >&2; exit 255',
+            "ip exited 255: Cannot open netlink socket: Operation not permitted",
+        ),
+        ("echo 'not json'", "could not read ip's output: Expecting value: line 1 column 1 (char 0)"),
+    ],
+)
+def test_a_failing_ip_leaves_ipv4_unknown(tmp_path: pathlib.Path, script: str, error: str) -> None:
+    fake = tmp_path / "ip"
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    result = run_module(
+        {"sections": ["fabric"], "ip_bin": str(fake), "proc_root": str(GB10 / "proc"), "sys_root": str(GB10 / "sys")}
+    )
+    fabric = result["node"]["fabric"]
+    assert fabric["error"] == error
+    assert {facts["ipv4"] for facts in fabric["interfaces"].values()} == {None}

@@ -10,6 +10,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report impo
     boot_report,
     boot_undo_report,
     guard_summary,
+    rfc3339,
 )
 
 PLAN = {"head": "head", "ranks": [{"rank": 0, "api_port": 8000}, {"rank": 1, "api_port": None}]}
@@ -81,3 +82,36 @@ def test_undo_report_when_the_undo_finished() -> None:
     lines = boot_undo_report(hosts, ["w1"], [])
     assert lines[0].startswith("the boot failed; every rank was stopped and removed")
     assert lines[1:] == ["w1: timeout"]
+
+
+def test_startup_figures_and_phase_times() -> None:
+    head = host(
+        "head",
+        0,
+        boot_served={"models": ["m"], "seconds": 5, "started_at": "2026-12-01T12:00:00.5Z"},
+        boot_smoke={"text": " 1, 2", "sent_at": 1796126406.0, "ttft": 0.25},
+        boot_clock={"plan": 100.0, "converge": 101.5, "pause": 110.0, "wait": 113.0, "finish": 120.0, "end": 121.0},
+    )
+    head["boot_served"].update(port_open_at=1796126404.5, ready_at=1796126405.0)  # 4.0 s and 4.5 s after start
+    worker = host("w1", 1, boot_clock={"plan": 100.2, "workers": 111.0, "wait": 113.1})
+    lines = boot_report([head, worker], PLAN, "Count:")
+    assert 'sample completion ("Count:"): 1, 2' in lines
+    assert "startup (from the head's engine start): port open 4.0 s, HTTP ready 4.5 s, first token 5.8 s" in lines
+    assert lines[-1] == (
+        "boot phases: plan and preflight 1.5 s, converge 8.5 s, pause and arm 1.0 s, workers 2.0 s, "
+        "wait and smoke 7.0 s, steady 1.0 s; in all 21.0 s"
+    )
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("2026-12-01T12:00:00Z", 1796126400.0),
+        ("2026-12-01T12:00:00.123456789Z", 1796126400.123456789),
+        ("0001-01-01T00:00:00Z", None),  # Docker's "never"
+        ("yesterday", None),
+        (None, None),
+    ],
+)
+def test_rfc3339(text: Any, expected: float | None) -> None:
+    assert rfc3339(text) == (pytest.approx(expected) if expected is not None else None)

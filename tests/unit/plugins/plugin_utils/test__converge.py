@@ -1,0 +1,105 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import (
+    NETPLAN_BIN,
+    difference,
+    fabric_expectation,
+    sha256,
+)
+
+CONF = "/etc/dgxspark-memguard/config.json"
+SHORT = sha256("{}\n")[:12]
+EXPECT = {
+    "files": {CONF: sha256("{}\n"), "/etc/old": None},
+    "units": ["dgxspark-memguard.service"],
+    "ports": {"enp1s0f0np0": {"mtu": 9000, "ipv4": ["10.99.3.1/32"]}},
+}
+
+
+def node(**changes: Any) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "files": {"paths": {CONF: {"exists": True, "sha256": sha256("{}\n")}, "/etc/old": {"exists": False}}},
+        "services": {"units": {"dgxspark-memguard.service": {"active_state": "active", "unit_file_state": "enabled"}}},
+        "fabric": {"interfaces": {"enp1s0f0np0": {"mtu": 9000, "ipv4": ["10.99.3.1/32"]}}},
+    }
+    for path, value in changes.items():
+        section, key, field = path.split("__")
+        facts[section][{"files": "paths", "services": "units", "fabric": "interfaces"}[section]][
+            {"conf": CONF, "old": "/etc/old", "unit": "dgxspark-memguard.service", "port": "enp1s0f0np0"}[key]
+        ][field] = value
+    return facts
+
+
+@pytest.mark.parametrize(
+    "changes,expected",
+    [
+        ({}, []),
+        ({"files__conf__sha256": "ab" * 32}, [f"{CONF}: sha256 abababababab → {SHORT}"]),
+        ({"files__conf__exists": False}, [f"{CONF}: absent → sha256 {SHORT}"]),
+        ({"files__old__exists": True}, ["/etc/old: present → absent"]),
+        (
+            {"services__unit__active_state": "failed"},
+            ["dgxspark-memguard.service: failed, enabled → active, enabled"],
+        ),
+        ({"fabric__port__mtu": 1500}, ["enp1s0f0np0 MTU: 1500 → 9000"]),
+        ({"fabric__port__ipv4": []}, ["enp1s0f0np0 address 10.99.3.1/32: missing → present"]),
+        ({"fabric__port__ipv4": None}, ["enp1s0f0np0 address 10.99.3.1/32: not looked at → present"]),
+    ],
+)
+def test_difference(changes: dict[str, Any], expected: list[str]) -> None:
+    assert difference(node(**changes), EXPECT) == expected
+
+
+def test_facts_not_gathered_are_differences_never_matches() -> None:
+    assert difference({}, EXPECT) == [
+        f"{CONF}: not looked at → sha256 {SHORT}",
+        "/etc/old: not looked at → absent",
+        "dgxspark-memguard.service: not looked at → active, enabled",
+        "enp1s0f0np0: not found → MTU 9000, 10.99.3.1/32",
+    ]
+    assert difference({}, {}) == []
+
+
+PLAN = {
+    "networkd": {"10-dgxspark-fabric-enp1s0f0np0.network": "[Match]\nName=enp1s0f0np0"},
+    "netplan": "network: {}",
+    "sysctls": {"net.ipv4.conf.enp1s0f0np0.rp_filter": 2},
+    "fabric": {"interfaces": [{"name": "enp1s0f0np0", "mtu": 9000, "address": "10.99.3.1/32"}]},
+}
+NETWORKD = "/etc/systemd/network/10-dgxspark-fabric-enp1s0f0np0.network"
+NETPLAN = "/etc/netplan/60-dgxspark-fabric.yaml"
+
+
+@pytest.mark.parametrize(
+    "backend,netplan_exists,present,absent",
+    [
+        ("networkd", None, [NETWORKD], [NETPLAN]),
+        ("netplan", None, [NETPLAN], [NETWORKD]),
+        ("auto", True, [NETPLAN], [NETWORKD]),
+        ("auto", False, [NETWORKD], [NETPLAN]),
+    ],
+)
+def test_fabric_expectation_backends(
+    backend: str, netplan_exists: bool | None, present: list[str], absent: list[str]
+) -> None:
+    facts = None if netplan_exists is None else {"files": {"paths": {NETPLAN_BIN: {"exists": netplan_exists}}}}
+    expect = fabric_expectation(PLAN, backend, facts)
+    for path in present:
+        assert path in expect["files"]
+    for path in absent:
+        assert path not in expect["files"]
+    assert expect["files"]["/proc/sys/net/ipv4/conf/enp1s0f0np0/rp_filter"] == sha256("2\n")
+    assert expect["files"]["/etc/sysctl.d/60-dgxspark-fabric.conf"] == sha256("net.ipv4.conf.enp1s0f0np0.rp_filter=2\n")
+    assert expect["units"] == ["systemd-networkd.service"]
+    assert expect["ports"] == {"enp1s0f0np0": {"mtu": 9000, "ipv4": ["10.99.3.1/32"]}}
+
+
+def test_fabric_expectation_without_facts_asks_for_both_backends() -> None:
+    expect = fabric_expectation(PLAN)
+    assert {NETWORKD, NETPLAN, NETPLAN_BIN} <= set(expect["paths"])
