@@ -146,6 +146,7 @@ def main() -> None:
             "hosts": {"type": "list", "elements": "str"},
             "head_group": {"type": "str", "default": "dgxspark_head"},
             "workers_group": {"type": "str", "default": "dgxspark_workers"},
+            "discovered": {"type": "dict"},
         },
         supports_check_mode=True,
     )

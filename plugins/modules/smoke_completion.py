@@ -97,7 +97,7 @@ def main() -> None:
             "model": {"type": "str", "required": True},
             "prompt": {"type": "str", "default": "Count from 1 to 10:"},
             "expect": {"type": "str", "default": r"1\D+2\D+3\D+4\D+5\D+6\D+7\D+8\D+9\D+10"},
-            "max_tokens": {"type": "int", "default": 32},
+            "max_tokens": {"type": "int", "default": 32, "no_log": False},
             "timeout": {"type": "float", "default": 120},
         },
         supports_check_mode=False,

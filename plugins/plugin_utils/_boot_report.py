@@ -95,7 +95,8 @@ def phase_times(hosts: Sequence[Mapping[str, Any]]) -> str | None:
     known = [(key, what) for key, what in PHASES if key in marks]
     if len(known) < 2:
         return None
-    parts = [f"{what} {marks[nxt] - marks[key]:.1f} s" for (key, what), (nxt, _) in zip(known, known[1:], strict=False)]
+    steps = zip(known, known[1:], strict=False)
+    parts = [f"{what} {marks[following[0]] - marks[key]:.1f} s" for (key, what), following in steps]
     return f"boot phases: {', '.join(parts)}; in all {marks[known[-1][0]] - marks[known[0][0]]:.1f} s"
 
 

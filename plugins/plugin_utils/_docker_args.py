@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -104,7 +105,7 @@ def _cpus(value: str | None) -> float:
         number = float(text)
     except ValueError:
         raise ValueError(f"'{text}' is not a number of CPUs") from None
-    if not number > 0:
+    if math.isnan(number) or number <= 0:
         raise ValueError(f"{text}: the number of CPUs must be above 0")
     return number
 
@@ -783,7 +784,8 @@ def render_docker_args(args: Sequence[str]) -> RenderedArgs:
         if problem is not None:
             result.problems.append(problem)
             continue
-        assert row is not None
+        if row is None:  # unknown: _problem reported it
+            continue
         try:
             value = row.convert(option.value) if row.convert else option.value
         except ValueError as exc:

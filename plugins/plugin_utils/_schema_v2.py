@@ -34,7 +34,6 @@ IMAGE_REF = r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256
 # Checks a profile may waive, with a reason, where it knowingly runs outside what real Sparks need
 # (the simulated cluster: no RDMA, no GPU, a host that grants nofile 20000 at most).
 WAIVABLE_CHECKS = {
-    "restart-policy": "no --restart policy on a rank",
     "network-host": "ranks on the host's network",
     "memlock-unlimited": "memlock unlimited when NCCL uses RoCE",
     "ipc-lock": "the IPC_LOCK capability when NCCL uses RoCE",

@@ -560,7 +560,7 @@ def test_boot_node_lost_during_the_boot(sim3):
             assert time.monotonic() < deadline and boot.poll() is None, "the head never started"
             time.sleep(0.5)
         node_sh("sim3-worker1", f"iptables -I {rule}")
-        out, _ = boot.communicate(timeout=400)
+        out, _err = boot.communicate(timeout=400)
     finally:
         if boot.poll() is None:
             boot.kill()

@@ -38,7 +38,8 @@ PROCESSES: dict[int, tuple[str, str, tuple[int, ...]]] = {
 }
 
 
-def proc_tree(root: pathlib.Path, processes: dict[int, tuple[str, str, tuple[int, ...]]] = PROCESSES) -> pathlib.Path:
+def proc_tree(root: pathlib.Path, processes: dict[int, tuple[str, str, tuple[int, ...]]] | None = None) -> pathlib.Path:
+    processes = PROCESSES if processes is None else processes
     proc = root / "proc"
     (proc / "net").mkdir(parents=True)
     for name in ("tcp", "tcp6"):
