@@ -68,7 +68,7 @@ PROFILE_ENV = {
     "COLUMNS": "200",
 }
 # The boot's own phases, as its report's last line names them ("boot phases: plan and preflight 3.8 s, ...").
-PHASES = ("plan and preflight", "converge", "pause and arm", "workers", "head", "wait and smoke", "steady")
+PHASES = ("plan and preflight", "converge", "pause, arm and create", "workers", "head", "wait and smoke", "steady")
 PHASE_LINE = re.compile(r"boot phases: (.*?); in all ([\d.]+) s")
 TARGET_GROWTH = 1.1  # (check sim8 / check sim3) / (ping sim8 / ping sim3)
 TARGET_OVERHEAD_S = 10.0  # a real boot's wall time beyond the engines' own start, on a prepared sim3

@@ -48,7 +48,7 @@ def guard_summary(hosts: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
 PHASES = (
     ("plan", "plan and preflight"),
     ("converge", "converge"),
-    ("pause", "pause and arm"),
+    ("pause", "pause, arm and create"),
     ("workers", "workers"),
     ("head", "head"),
     ("wait", "wait and smoke"),

@@ -98,7 +98,7 @@ def test_startup_figures_and_phase_times() -> None:
     assert 'sample completion ("Count:"): 1, 2' in lines
     assert "startup (from the head's engine start): port open 4.0 s, HTTP ready 4.5 s, first token 5.8 s" in lines
     assert lines[-1] == (
-        "boot phases: plan and preflight 1.5 s, converge 8.5 s, pause and arm 1.0 s, workers 2.0 s, "
+        "boot phases: plan and preflight 1.5 s, converge 8.5 s, pause, arm and create 1.0 s, workers 2.0 s, "
         "wait and smoke 7.0 s, steady 1.0 s; in all 21.0 s"
     )
 
