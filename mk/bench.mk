@@ -3,8 +3,18 @@
 #   make bench-node-facts   tools/bench_node_facts.py: node_facts against ping on sim3 and sim8
 #   make bench-memguard     tools/bench_memguard.py: the memory guard's CPU, memory and trip latency
 #   make bench-boot         tools/bench_boot.py: boot.yml --check against ping (sim3), sim8 against sim3, a real boot's overhead
+#   make bench-peer         tools/bench_peer.py: our boot and stop against sparkrun's launch and stop on CLUSTER (default
+#                           sim3), same image and `vllm serve` arguments; ROUNDS (default 3), BENCH_PEER_ARGS for more
+#   make venv-sparkrun      .venv-sparkrun (Python 3.13) with sparkrun 0.4.2 from PyPI (it pins its own
+#                           dependencies exactly), for bench-peer only
+#   make clean-sparkrun     remove .venv-sparkrun
 
-.PHONY: bench-node-facts bench-memguard bench-boot
+SPARKRUN_VENV       := .venv-sparkrun
+SPARKRUN_VERSION    := 0.4.2
+SPARKRUN_VENV_STAMP := $(SPARKRUN_VENV)/.installed-sparkrun-$(SPARKRUN_VERSION)
+ROUNDS              ?= 3
+
+.PHONY: bench-node-facts bench-memguard bench-boot bench-peer venv-sparkrun clean-sparkrun
 
 bench-node-facts: venv ## tools/bench_node_facts.py: node_facts vs ping wall time on sim3 and sim8 (--up)
 	$(VENV)/bin/python tools/bench_node_facts.py --up
@@ -14,3 +24,21 @@ bench-memguard: venv ## tools/bench_memguard.py: memory guard CPU per sample, sh
 
 bench-boot: venv ## tools/bench_boot.py: boot.yml --check vs ping on sim3, sim8 vs sim3, a real boot beyond the load (--up)
 	$(VENV)/bin/python tools/bench_boot.py --up
+
+bench-peer: venv venv-sparkrun ## tools/bench_peer.py: boot/stop vs sparkrun run/stop on CLUSTER, same image and args
+	$(VENV)/bin/python tools/bench_peer.py --cluster $(CLUSTER) --rounds $(ROUNDS) $(BENCH_PEER_ARGS)
+
+venv-sparkrun: $(SPARKRUN_VENV_STAMP) ## .venv-sparkrun: sparkrun (pinned) for tools/bench_peer.py
+
+$(SPARKRUN_VENV_STAMP):
+	@printf '\n==> %s\n' "venv-sparkrun: $(SPARKRUN_VENV) with sparkrun==$(SPARKRUN_VERSION) and $(PY313)"
+	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "venv-sparkrun: no Python 3.13 found (looked in $(PYENV_ROOT)/versions and PATH); set PY313=/path/to/python3.13 (sparkrun needs >= 3.12)" >&2; exit 1; }
+	rm -rf $(SPARKRUN_VENV)
+	$(PY313) -m venv $(SPARKRUN_VENV)
+	$(SPARKRUN_VENV)/bin/python -m pip install -q sparkrun==$(SPARKRUN_VERSION)
+	$(SPARKRUN_VENV)/bin/python -m pip check
+	$(SPARKRUN_VENV)/bin/sparkrun --version
+	touch $@
+
+clean-sparkrun: ## remove .venv-sparkrun
+	rm -rf $(SPARKRUN_VENV)
