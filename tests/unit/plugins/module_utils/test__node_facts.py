@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -672,26 +674,60 @@ def test_files(tmp_path: pathlib.Path, make: Callable[[pathlib.Path], pathlib.Pa
         assert isinstance(facts["size"], int)
 
 
-# Root (as these tests run in the build container) reads a mode-000 file anyway, so this real case can only run
-# as another user; test_unreadable_file_even_as_root below gives the same case by making open() refuse.
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file anyway (CAP_DAC_OVERRIDE)")
-def test_unreadable_file(tmp_path: pathlib.Path) -> None:
-    path = _write(tmp_path / "secret", HELLO, 0o000)
-    node = gather(options(GB10, sections=("files",), files=(str(path),)), FakeTools({}))
-    facts = node["files"]["paths"][str(path)]
-    assert (facts["exists"], facts["type"], facts["mode"], facts["size"]) == (True, "file", "0000", 13)
-    assert (facts["sha256"], facts["error"]) == (None, "Permission denied")
-    assert node["problems"] == [{"section": "files", "source": str(path), "message": "Permission denied"}]
+NOBODY = 65534
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root searches a mode-000 directory anyway (CAP_DAC_READ_SEARCH)")
-def test_a_path_under_an_unsearchable_directory(tmp_path: pathlib.Path) -> None:
-    _write(_directory(tmp_path / "closed") / "inside", HELLO)
-    (tmp_path / "closed").chmod(0o000)
+def as_user(fn: Callable[[], Any], uid: int = NOBODY) -> Any:
+    """``fn()``'s result (JSON), run in a forked child as ``uid`` when this runs as root (root reads a mode-000
+    file and searches a mode-000 directory anyway), else here: the permission cases run for real either way."""
+    if os.geteuid() != 0:
+        return fn()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to the user, answer through the pipe, never return into pytest
+        code = 0
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(write, json.dumps(fn()).encode())
+        except Exception:  # noqa: BLE001 - any failure is the parent's to report
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        data = answer.read()
+    _pid, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged child failed"
+    return json.loads(data)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[pathlib.Path]:
+    """A directory an unprivileged user can reach (pytest's tmp_path is root's own, mode 0700)."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="nf-perm-"))
+    path.chmod(0o755)
     try:
-        facts, message = file_facts(str(tmp_path / "closed" / "inside"))
+        yield path
     finally:
-        (tmp_path / "closed").chmod(0o750)
+        for child in sorted(path.rglob("*"), reverse=True):
+            child.chmod(0o700)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_unreadable_file(open_dir: pathlib.Path) -> None:
+    path = _write(open_dir / "secret", HELLO, 0o000)
+    facts, message = as_user(lambda: file_facts(str(path)))
+    assert (facts["exists"], facts["type"], facts["mode"], facts["size"]) == (True, "file", "0000", 13)
+    assert (facts["sha256"], facts["error"], message) == (None, "Permission denied", "Permission denied")
+
+
+def test_a_path_under_an_unsearchable_directory(open_dir: pathlib.Path) -> None:
+    _write(_directory(open_dir / "closed") / "inside", HELLO)
+    (open_dir / "closed").chmod(0o000)
+    facts, message = as_user(lambda: file_facts(str(open_dir / "closed" / "inside")))
     assert (facts["exists"], facts["sha256"], facts["error"], message) == (
         None,
         None,
