@@ -172,8 +172,8 @@ def stages(stdout: str) -> tuple[dict[str, float], list[tuple[str, float]]]:
     if found is None:
         raise SystemExit(f"bench_boot: the boot printed no 'boot phases:' line:\n{stdout[-3000:]}")
     sums = dict.fromkeys(PHASES, 0.0)
-    for part in found.group(1).split(", "):
-        name, _space, seconds = part.rpartition(" ")[0].rpartition(" ")
+    # a phase's name may hold a comma ("pause, arm and create"): each part is "<name> <seconds> s"
+    for name, seconds in re.findall(r"(?:^|, )([a-z][a-z ,]*?) ([\d.]+) s", found.group(1)):
         sums[name] = float(seconds)
     recap = stdout[stdout.rindex("TASKS RECAP") :]
     tasks = [(m.group(1), float(m.group(2))) for m in map(RECAP_LINE.match, recap.splitlines()) if m]
