@@ -285,9 +285,7 @@ def report(check: dict, boot: dict | None, rounds: int) -> dict:
             print(f"    {name:<20} {statistics.median(r['stages_s'][name] for r in runs):7.2f}")
         middle = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
         slowest = sorted(middle["tasks"], key=lambda t: -t[1])[:8]
-        print(f"  slowest tasks of the median boot ({middle['wall_s']:.2f} s; the first 'Run the rank' is the")
-        print("  workers' docker_container, mostly `docker create` on the nodes' vfs storage driver, which copies")
-        print("  the whole engine image per container):")
+        print(f"  slowest tasks of the median boot ({middle['wall_s']:.2f} s):")
         for name, seconds in slowest:
             print(f"    {seconds:6.2f}  {name}")
         summary["boot"] = {

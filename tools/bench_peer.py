@@ -49,9 +49,9 @@ mounts (the model directory, its caches).
 
 One more thing weighs differently here than on Sparks. Before it starts anything, sparkrun checks that the
 workload can read the model: one `docker run` of the image per node (its model access check), one node after
-another. On the simulated nodes' vfs storage driver every container creation copies the whole image (as it
-does for our four rank containers, which the boot creates on all nodes at once), so those four checks take
-tens of seconds here, where a Spark's overlay2 copies nothing to start a container. The tool reports their span
+another. The simulated nodes' inner Docker used the vfs storage driver at first, where every container
+creation copies the whole image, and those checks took tens of seconds; it now uses overlay2, as a Spark does,
+where a container starts without copying anything. The tool reports their span
 (sparkrun's output line "[5/6] Launching ..." to "Step 1/7: ...", by the stamps; a few SSH calls fall in it too)
 and sparkrun's launch less it beside the figures: a reading aid, not the comparison, which runs sparkrun as it
 ships.
@@ -793,7 +793,7 @@ def report(runs: dict[str, list[dict[str, float]]], warmup: dict[str, dict[str, 
         ours = med(OURS, "launch_s")
         print(
             "\n  reading aid, not the comparison: sparkrun's model access checks (one `docker run` per node, one\n"
-            "  after another; on the nodes' vfs storage driver each copies the whole image)"
+            "  after another)"
         )
         print(f"  {'checks':<16} {'':>7} {statistics.median(checks):9.1f}")
         print(f"  {'launch - checks':<16} {ours:7.1f} {less:9.1f} {ours / less:14.2f}")

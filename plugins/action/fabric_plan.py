@@ -11,9 +11,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     DEFAULT_PREFIX,
-    fabric_plan,
-    host_share,
-    shape_settings,
+    plan_shares,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
@@ -59,12 +57,8 @@ class ActionModule(ActionBase):
         try:
             profile = load_profile(src)
             shape = select_shape(profile, args["shape"])
-            settings = shape_settings(profile.data["shapes"][shape])
-            for key in ("topology", "mtu", "link_speed_mbps"):
-                if args[key] is not None:
-                    settings[key] = args[key]
-            settings.update(shape=shape, hosts=len(names), prefix=args["prefix"])
-            plan = fabric_plan(settings["topology"], hosts, settings["mtu"], args["prefix"])
+            overrides = {key: args[key] for key in ("topology", "mtu", "link_speed_mbps")}
+            shares = plan_shares(profile.data["shapes"][shape], shape, hosts, args["prefix"], **overrides)
         except ProfileError as exc:
             result.update(
                 failed=True,
@@ -74,8 +68,9 @@ class ActionModule(ActionBase):
                 problems=[p.as_dict() for p in exc.problems],
             )
             return result
-        share = host_share(plan, host)
-        result.update(share, settings=settings, src=src)
+        share = shares[host]
+        settings = share["settings"]
+        result.update(share, src=src)
         fabric = share["fabric"]
         ports = ", ".join(share["interfaces"])
         result["msg"] = (

@@ -11,6 +11,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import plan_shares
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
     WORKERS_GROUP,
@@ -40,7 +41,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        started = time.perf_counter()
+        started, started_at = time.perf_counter(), time.time()
         src = self._resolve(args["src"])
         result["changed"] = False
         try:
@@ -63,11 +64,11 @@ class ActionModule(ActionBase):
                     msg=f"hosts not in {args['head_group']} or {args['workers_group']}: " + ", ".join(unknown),
                 )
                 return result
-            plan = (
-                build_plan(profile, shape, selected, (args["head_group"], args["workers_group"]), both)
-                if selected
-                else None
-            )
+            plan = fabric = None
+            if selected:
+                plan = build_plan(profile, shape, selected, (args["head_group"], args["workers_group"]), both)
+                # the fabric's part of the one plan: every host's share (what fabric_plan gives for one)
+                fabric = plan_shares(profile.data["shapes"][shape], shape, hosts)
         except ProfileError as exc:
             result.update(
                 failed=True,
@@ -88,6 +89,8 @@ class ActionModule(ActionBase):
             shapes=profile.shape_names,
             profile=profile.data,
             plan=plan,
+            fabric=fabric,
+            started=started_at,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
             msg=(
                 f"profile valid ({len(profile.shape_names)} shapes); "

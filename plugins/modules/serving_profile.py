@@ -123,6 +123,18 @@ plan:
       a valid plan is one that starts; see the profile reference for every option.
   returned: success
   type: dict
+fabric:
+  description:
+    - The fabric's part of the plan, or null when no host was given. For every host of the head and worker
+      groups, its share, as M(dgxspark.cluster.fabric_plan) returns it for one host (C(fabric), C(networkd),
+      C(netplan), C(sysctl), C(sysctls), C(interfaces), C(settings)). The boot hands each host its share to
+      the fabric role, so the fabric is planned once, from the same checked hosts.
+  returned: success
+  type: dict
+started:
+  description: When the planning began, in seconds since the epoch (the controller's clock).
+  returned: success
+  type: float
 problems:
   description: Every problem found, each with C(severity), C(source), C(where), C(message), C(found), C(expected),
     C(hint) and C(text).

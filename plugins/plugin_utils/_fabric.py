@@ -648,6 +648,23 @@ def shape_settings(shape: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def plan_shares(
+    shape: Mapping[str, Any],
+    shape_name: str,
+    hosts: Sequence[Host],
+    prefix: Any = DEFAULT_PREFIX,
+    **settings_given: Any,
+) -> dict[str, dict[str, Any]]:
+    """Every host's share of the fabric plan for a profile's shape, each with the settings it was planned
+    with (what ``fabric_plan`` returns for one host): the one plan's fabric part. ``settings_given``
+    (topology, mtu, link_speed_mbps) override the shape's where not None. Raises ``ProfileError``."""
+    settings = shape_settings(shape)
+    settings.update({key: value for key, value in settings_given.items() if value is not None})
+    settings.update(shape=shape_name, hosts=len(hosts), prefix=prefix)
+    plan = fabric_plan(settings["topology"], hosts, settings["mtu"], prefix)
+    return {host.name: {**host_share(plan, host.name), "settings": settings} for host in hosts}
+
+
 def host_share(plan: Mapping[str, HostFabric], host: str) -> dict[str, Any]:
     """One host's part of the plan with every file the role writes for it, as plain data."""
     own = plan[host]

@@ -50,7 +50,7 @@ CAPABILITIES = (
 ).split()
 SWITCH_MTU = 9000  # the simulated switch takes jumbo frames, like the real one
 BOOT_TIMEOUT = float(os.environ.get("SIM_BOOT_TIMEOUT", "180"))
-# parallel `docker load`s of the engine image (vfs copies on two cores: more is slower)
+# parallel `docker load`s of the engine image (disk-bound on two cores: more is slower)
 LOAD_JOBS = max(1, int(os.environ.get("SIM_LOAD_JOBS", "2")))
 
 _T0 = time.monotonic()
@@ -377,8 +377,11 @@ def wait_node(cluster: Cluster, rank: int) -> float:
     while True:
         proc = node_exec(name, "docker", "info", "--format", "{{.Driver}}", check=False)
         if proc.returncode == 0:
-            if proc.stdout.strip() != "vfs":
-                raise SimError(f"{name}: inner dockerd uses storage driver {proc.stdout.strip()!r}, expected vfs")
+            if proc.stdout.strip() != "overlay2":
+                raise SimError(
+                    f"{name}: inner dockerd uses storage driver {proc.stdout.strip()!r}, expected overlay2 "
+                    "(on the node's /var/lib/docker volume; make sim-down, then sim-up, after an image change)"
+                )
             break
         remaining("inner dockerd")
     took = time.monotonic() - start

@@ -3,7 +3,7 @@
 #
 # Usage: sim/images/build.sh [all|node|python|engine]      (default: all)
 #
-#   dgxspark-sim/node:<hash>    Debian bookworm minbase + systemd, sshd, docker.io (vfs), python3...
+#   dgxspark-sim/node:<hash>    Debian bookworm minbase + systemd, sshd, docker.io (overlay2), python3...
 #                               (sim/node/), imported with `docker import`: boots systemd as PID 1.
 #   dgxspark-sim/python:<hash>  Debian bookworm minbase + python3 (sim/images/python/).
 #   dgxspark-sim/engine:<hash>  FROM the python image: sim/engine/ (the `vllm serve` stand-in) and
@@ -137,8 +137,8 @@ if [[ $what == all || $what == engine ]]; then
             die "docker build of the engine image failed (log: $cache/build/engine-build.log)"
         fi
         rm -rf "$context"
-        # Flatten to one layer: every node's inner dockerd stores images with the vfs driver, which
-        # keeps a full copy of the filesystem per layer, so one layer halves the load time and disk.
+        # Flatten to one layer: the smallest tarball to `docker load` into every node (with the vfs
+        # driver the nodes used at first, which copies the filesystem per layer, it halved load and disk).
         mapfile -t changes < <(docker image inspect "$built" --format '{{range .Config.Env}}ENV {{.}}
 {{end}}WORKDIR {{.Config.WorkingDir}}
 CMD {{json .Config.Cmd}}')

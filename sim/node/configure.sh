@@ -44,6 +44,7 @@ rm -f "$rootfs"/etc/ssh/ssh_host_*
 
 # root logs in with the cluster's key (bind-mounted to /root/.ssh/authorized_keys by sim-up).
 install -d -m 0700 "$rootfs/root/.ssh"
-# The inner dockerd keeps its images on a volume sim-up mounts here (vfs driver).
+# The inner dockerd keeps its images on a volume sim-up mounts here (overlay2 driver: the volume is the
+# host's ext4, not an overlay, so overlay mounts work inside the node as on a Spark).
 install -d -m 0710 "$rootfs/var/lib/docker"
 install -d -m 0755 "$rootfs/etc/dgxspark-sim"

@@ -9,9 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.filter.boot import FilterModule
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import memguard_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, gather
@@ -117,8 +115,8 @@ def test_replace_and_skip_say_what_they_did() -> None:
     assert by(result, "mem-available", "spark-head")["message"] == (
         "skipped on purpose (would be FAIL: MemAvailable 10.0 GiB, needs >= 100 GiB)"
     )
-    with pytest.raises(AnsibleFilterError, match="unknown preflight checks to skip: mem"):
-        FilterModule().filters()["boot_preflight"](low, PLAN, PROFILE.data, skip=["mem"])
+    with pytest.raises(ValueError, match="unknown preflight checks to skip: mem"):
+        preflight(low, PLAN, PROFILE.data, skip=["mem"])
 
 
 def test_a_node_without_facts_or_image_fails() -> None:
@@ -213,12 +211,11 @@ def test_a_trip_without_samples_says_so(samples: Any, text: str) -> None:
     assert f"(grace 30 s, phase steady); {text}; clear it" in message
 
 
-def test_the_filter_passes_clear_trip() -> None:
+def test_clear_trip_lets_a_tripped_guard_pass() -> None:
     worker = node(1)
     worker["memguard"] = stored_guard()
-    boot_preflight = FilterModule().filters()["boot_preflight"]
-    assert boot_preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data)["failed"] is True
-    assert boot_preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, clear_trip=True)["failed"] is False
+    assert preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data)["failed"] is True
+    assert preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, clear_trip=True)["failed"] is False
 
 
 # ---------------------------------------------------------------- ports (node_facts' ports section)

@@ -1,0 +1,125 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin: the boot's preflight, on the controller only (plugin_utils/_boot_preflight.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+    HEAD_GROUP,
+    WORKERS_GROUP,
+    hosts_from_inventory,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile
+
+ARGUMENT_SPEC = {
+    "planned": {"type": "dict", "required": True},
+    "facts": {"type": "dict", "required": True},
+    "replace": {"type": "bool", "default": False},
+    "skip": {"type": "list", "elements": "str", "default": []},
+    "clear_trip": {"type": "bool", "default": False},
+    "fabric_settings": {"type": "dict", "default": {}},
+    "memguard_differences": {"type": "dict", "default": {}},
+    "head_group": {"type": "str", "default": HEAD_GROUP},
+    "workers_group": {"type": "str", "default": WORKERS_GROUP},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        result["changed"] = False
+        planned, facts = args["planned"], args["facts"]
+        unknown = sorted(set(args["skip"]) - set(CHECKS))
+        if unknown:
+            result.update(
+                failed=True,
+                msg=f"unknown preflight checks to skip: {', '.join(unknown)} (known: {', '.join(CHECKS)})",
+            )
+            return result
+        if not planned.get("plan") or not planned.get("fabric"):
+            result.update(failed=True, msg="planned: expects a serving_profile result with a plan and its fabric")
+            return result
+        found = _boot_preflight.discovered(facts, planned["fabric"])
+        src = str(planned["src"])
+        try:  # the plan again, with what the nodes offer NCCL bound in (the profile's second and last read)
+            profile = load_profile(src)
+            hosts, both = hosts_from_inventory(
+                task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+            )
+            wanted = {rank["host"] for rank in planned["plan"]["ranks"]}
+            hosts = [
+                dataclasses.replace(h, discovered=found[h.name]) if found.get(h.name) is not None else h
+                for h in hosts
+                if h.name in wanted
+            ]
+            groups = (args["head_group"], args["workers_group"])
+            plan = build_plan(profile, planned["shape"], hosts, groups, both)
+        except ProfileError as exc:
+            result.update(
+                failed=True,
+                msg=format_problems(
+                    exc.problems,
+                    f"{src}: the plan with the nodes' fabric names has {len(exc.problems)} problem(s); "
+                    "nothing was touched:",
+                ),
+                problems=[p.as_dict() for p in exc.problems + exc.warnings],
+            )
+            return result
+        verdict = preflight(facts, plan, profile.data, args["replace"], args["skip"], args["clear_trip"])
+        fabric = _boot_preflight.fabric_differences(facts, planned["fabric"], args["fabric_settings"])
+        kernel = _boot_preflight.kernel_differences(verdict["lines"])
+        differences = {
+            host: {
+                "kernel": kernel.get(host, []),
+                "fabric": fabric.get(host, []),
+                "memory guard": list(args["memguard_differences"].get(host) or []),
+            }
+            for host in (rank["host"] for rank in plan["ranks"])
+        }
+        result.update(
+            src=src,
+            profile_sha256=profile.sha256,
+            shape=plan["shape"],
+            profile=profile.data,
+            plan=plan,
+            fabric=planned["fabric"],
+            discovered=found,
+            lines=verdict["lines"],
+            report=verdict["report"],
+            failures=verdict["failures"],
+            as_planned=verdict["as_planned"],
+            to_replace=_boot_preflight.to_replace(plan, facts, verdict["as_planned"]),
+            differences=differences,
+            ended=time.time(),
+        )
+        if self._task.check_mode:
+            result["would"] = _boot_preflight.would_do(plan, profile.data, facts, verdict["as_planned"], differences)
+        if verdict["failed"]:
+            result.update(
+                failed=True,
+                msg=[
+                    *verdict["report"],
+                    f"preflight: {len(verdict['failures'])} check(s) failed; nothing was changed:",
+                    *(f"{f['check']}  {f['host']}  {f['message']}" for f in verdict["failures"]),
+                ],
+            )
+        else:
+            result["msg"] = verdict["report"] + result.get("would", [])
+        return result

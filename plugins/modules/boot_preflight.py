@@ -1,0 +1,195 @@
+#!/usr/bin/python
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the boot_preflight action plugin (it runs on the controller)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: boot_preflight
+short_description: Check every node of a serving cluster against the boot's plan, in one pass on the controller
+version_added: 0.2.0
+description:
+  - The boot's preflight, after C(dgxspark.cluster.node_facts) gathered every node's facts in one round trip.
+    Runs once, on the controller, and asks nothing more of a node.
+  - Binds the plan's one late input first, what each node offers NCCL on its planned fabric ports (RDMA devices,
+    the ports, the RoCE v2 GID index), read from the facts by the fabric role's own rule; the plan is then built
+    again from the profile with those names, so the plan that is judged is the one that starts. This is the
+    profile's second and last read in a boot.
+  - Then checks every node against that plan, a line per check and node (memory, Docker, a previous container,
+    the image, the memory guard, the ports the plan needs, the kernel, ulimits, the fabric, the weights), and
+    works out what the fabric role would change on each node from the same facts. In check mode it also says
+    what a boot would do on each node (the roles' differences, the helpers it would pause, the guard's phase,
+    the rank it would start or leave alone).
+  - Fails, with the whole report and each failed check, when any check FAILs; nothing was changed then.
+author:
+  - dgxspark.cluster maintainers (@dgxspark)
+options:
+  planned:
+    description:
+      - The registered result of C(dgxspark.cluster.serving_profile) for the boot's hosts (its C(src), C(shape),
+        C(plan) and C(fabric)).
+    type: dict
+    required: true
+  facts:
+    description: Each host's C(node_facts) result's C(node), by inventory name. A host without facts FAILs.
+    type: dict
+    required: true
+  replace:
+    description: The operator asked to replace a previous container of the collection (C(boot_replace)).
+    type: bool
+    default: false
+  skip:
+    description: Checks to skip on purpose, by name; each is still reported, as SKIP, with what it found.
+    type: list
+    elements: str
+    default: []
+  clear_trip:
+    description: A tripped memory guard is cleared by this boot (C(boot_clear_trip)), so the trip does not FAIL.
+    type: bool
+    default: false
+  fabric_settings:
+    description:
+      - Each host's fabric role settings the difference depends on, C(backend), C(networkd_dir), C(netplan_dir)
+        and C(sysctl_dir) (the fabric role's C(paths) entry point sets them as C(fabric_fact_settings)). A host
+        left out gets the role's defaults.
+    type: dict
+    default: {}
+  memguard_differences:
+    description: Each host's C(memguard_difference), as the memguard role's C(difference) entry point works it out.
+    type: dict
+    default: {}
+  head_group:
+    description: Inventory group holding the head (rank 0).
+    type: str
+    default: dgxspark_head
+  workers_group:
+    description: Inventory group holding the workers.
+    type: str
+    default: dgxspark_workers
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; in check mode the result also says what a boot would do (C(would)).
+  diff_mode:
+    support: none
+    description: Changes nothing.
+  platform:
+    support: full
+    platforms: all
+    description: Runs on the controller.
+seealso:
+  - module: dgxspark.cluster.serving_profile
+  - module: dgxspark.cluster.node_facts
+"""
+
+EXAMPLES = r"""
+- name: Check every node against the plan
+  dgxspark.cluster.boot_preflight:
+    planned: "{{ boot_validated }}"
+    facts: "{{ dict(boot_hosts | zip(boot_hosts | map('extract', hostvars, ['boot_facts', 'node']))) }}"
+  vars:
+    boot_hosts: "{{ ansible_play_hosts_all }}"
+  register: boot_preflight
+  run_once: true
+
+- name: Report it
+  ansible.builtin.debug:
+    msg: "{{ boot_preflight.msg }}"
+  run_once: true
+"""
+
+RETURN = r"""
+msg:
+  description: The report, a line per check and node; in check mode followed by what a boot would do.
+  returned: always
+  type: raw
+plan:
+  description: The plan with the nodes' NCCL names bound in, as C(dgxspark.cluster.serving_profile) returns it.
+  returned: success
+  type: dict
+profile:
+  description: The validated profile, its defaults filled in.
+  returned: success
+  type: dict
+fabric:
+  description: Every host's fabric share, as given in C(planned).
+  returned: success
+  type: dict
+discovered:
+  description: Each host's NCCL names on its planned ports (C(hca), C(socket_ifname), C(gid_index)); null without facts.
+  returned: success
+  type: dict
+lines:
+  description: Each check, with C(check), C(host), C(status) (PASS, WARN, FAIL or SKIP) and C(message).
+  returned: success
+  type: list
+  elements: dict
+report:
+  description: The lines as text, aligned.
+  returned: success
+  type: list
+  elements: str
+failures:
+  description: The lines that FAILed.
+  returned: success
+  type: list
+  elements: dict
+as_planned:
+  description: Each host to whether its rank already serves exactly as planned (a boot then leaves it alone).
+  returned: success
+  type: dict
+to_replace:
+  description: Each host to whether a container of its rank's name is there but does not serve as planned (with
+    C(replace), the boot recreates it; without, the C(previous-container) check FAILs).
+  returned: success
+  type: dict
+differences:
+  description:
+    - Each host to what each converging role would change there, by role, C(kernel) (its kernel and limits lines
+      that did not pass), C(fabric) and C(memory guard); empty lists when nothing.
+  returned: success
+  type: dict
+would:
+  description: What a boot would do on each node.
+  returned: in check mode
+  type: list
+  elements: str
+ended:
+  description: When the preflight ended, in seconds since the epoch (the controller's clock).
+  returned: success
+  type: float
+problems:
+  description: Every problem of the plan with the nodes' names, each with C(path), C(message), C(found) and C(expected).
+  returned: when the plan fails
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "planned": {"type": "dict", "required": True},
+            "facts": {"type": "dict", "required": True},
+            "replace": {"type": "bool", "default": False},
+            "skip": {"type": "list", "elements": "str", "default": []},
+            "clear_trip": {"type": "bool", "default": False},
+            "fabric_settings": {"type": "dict", "default": {}},
+            "memguard_differences": {"type": "dict", "default": {}},
+            "head_group": {"type": "str", "default": "dgxspark_head"},
+            "workers_group": {"type": "str", "default": "dgxspark_workers"},
+        },
+        supports_check_mode=True,
+    )
+    module.fail_json(
+        msg="dgxspark.cluster.boot_preflight runs on the controller as an action plugin; "
+        "it cannot run as a module on a host"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The boot_preflight action: the plan from serving_profile, real GB10 node facts, one pass on the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import MagicMock
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play_context import PlayContext
+from ansible.playbook.task import Task
+from ansible.template import Templar
+
+from ansible_collections.dgxspark.cluster.plugins.action import boot_preflight, serving_profile
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
+    facts,
+    node,
+    stored_guard,
+)
+
+HOSTVARS = {
+    "spark-head": {"dgxspark_rank": 0, "dgxspark_fabric_address": "198.51.100.10"},
+    "spark-w1": {"dgxspark_rank": 1, "dgxspark_fabric_address": "198.51.100.11"},
+    "spark-w2": {"dgxspark_rank": 2, "dgxspark_fabric_address": "198.51.100.12"},
+}
+GROUPS = {"dgxspark_head": ["spark-head"], "dgxspark_workers": ["spark-w1", "spark-w2"]}
+TASK_VARS = {"groups": GROUPS, "hostvars": HOSTVARS, "ansible_play_hosts_all": list(HOSTVARS)}
+
+
+def run(module: Any, args: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
+    task = MagicMock(Task)
+    task.args = args
+    task.async_val = 0
+    task.check_mode = check_mode
+    task.diff = False
+    loader = DataLoader()
+    action = module.ActionModule(
+        task=task,
+        connection=MagicMock(),
+        play_context=PlayContext(),
+        loader=loader,
+        templar=Templar(loader=loader),
+        shared_loader_obj=None,
+    )
+    return action.run(task_vars=dict(TASK_VARS))
+
+
+PLANNED = run(serving_profile, {"src": str(SPARK3), "hosts": list(HOSTVARS)})
+
+
+def test_the_one_plan_carries_every_hosts_fabric_share() -> None:
+    assert not PLANNED.get("failed"), PLANNED
+    assert sorted(PLANNED["fabric"]) == sorted(HOSTVARS)
+    head = PLANNED["fabric"]["spark-head"]
+    assert head["fabric"]["address"] == "198.51.100.10"
+    assert head["interfaces"] == ["enp1s0f0np0", "enp1s0f1np1"]
+    assert head["settings"]["topology"] == "triangle" and head["settings"]["shape"] == "tp3-triangle"
+    assert isinstance(PLANNED["started"], float)
+
+
+def test_a_ready_cluster_passes_and_says_what_a_boot_would_do_in_check_mode() -> None:
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts()}, check_mode=True)
+    assert not result.get("failed"), result.get("msg")
+    assert result["msg"][0].startswith("PASS  node-facts")
+    # the plan judged is the plan that starts: built again with the nodes' names bound in
+    assert [r["host"] for r in result["plan"]["ranks"]] == list(HOSTVARS)
+    assert result["as_planned"] == dict.fromkeys(HOSTVARS, False)
+    assert result["to_replace"] == dict.fromkeys(HOSTVARS, False)
+    assert set(result["differences"]["spark-w1"]) == {"kernel", "fabric", "memory guard"}
+    # the GB10 facts carry no fabric files: the fabric role would write them
+    assert any("not looked at" in change for change in result["differences"]["spark-w1"]["fabric"])
+    assert "rank 1 (spark-w1): would start vllm_dsv41" in " ".join(result["would"])
+    assert result["would"][-1].startswith("check mode: the plan and the preflight passed.")
+    assert result["msg"][-1] == result["would"][-1]
+
+
+def test_not_in_check_mode_there_is_no_would() -> None:
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts()})
+    assert not result.get("failed") and "would" not in result
+
+
+def test_a_failed_check_fails_with_the_whole_report_and_each_failure() -> None:
+    worker = node(1)
+    worker["memguard"] = stored_guard()
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(**{"spark-w1": worker})})
+    assert result["failed"] is True
+    assert result["msg"][0].startswith("PASS  node-facts")
+    assert any(line.startswith("preflight: 1 check(s) failed; nothing was changed") for line in result["msg"])
+    assert any(line.startswith("guard-tripped  spark-w1") for line in result["msg"])
+    cleared = run(boot_preflight, {"planned": PLANNED, "facts": facts(**{"spark-w1": worker}), "clear_trip": True})
+    assert not cleared.get("failed"), cleared["msg"]
+
+
+def test_a_previous_container_is_to_replace_only_when_it_does_not_serve_as_planned() -> None:
+    exited = [{"name": "vllm_dsv41", "state": "exited", "labels": {}}]
+    given = facts(**{"spark-w2": node(2, containers=exited)})
+    refused = run(boot_preflight, {"planned": PLANNED, "facts": given})
+    assert refused["failed"] is True
+    assert any(line.startswith("previous-container  spark-w2") for line in refused["msg"])
+    replaced = run(boot_preflight, {"planned": PLANNED, "facts": given, "replace": True})
+    assert not replaced.get("failed"), replaced["msg"]
+    assert replaced["to_replace"] == {"spark-head": False, "spark-w1": False, "spark-w2": True}
+
+
+def test_a_node_without_facts_fails_and_unknown_skips_are_refused() -> None:
+    given = facts()
+    del given["spark-w2"]
+    result = run(boot_preflight, {"planned": PLANNED, "facts": given})
+    assert result["failed"] is True
+    assert any("node-facts  spark-w2" in line for line in result["msg"])
+    assert result["discovered"]["spark-w2"] is None
+    unknown = run(boot_preflight, {"planned": PLANNED, "facts": facts(), "skip": ["mem"]})
+    assert unknown["failed"] is True and "unknown preflight checks to skip: mem" in unknown["msg"]
+
+
+def test_a_planned_result_without_a_plan_is_refused() -> None:
+    bare = run(serving_profile, {"src": str(SPARK3), "hosts": []})
+    result = run(boot_preflight, {"planned": bare, "facts": facts()})
+    assert result["failed"] is True and "serving_profile result with a plan" in result["msg"]
