@@ -360,15 +360,23 @@ MODEL_CONFIG = Node(
     "The model's own numbers, as its config.json gives them, to size the KV cache per token "
     "(_kv.kv_bytes_per_token). Every key needs a citation in sources ($.model_config.<key>).",
     fields={
-        "architecture": Node("string", "config.json architectures[0], for people reading the profile.", pattern=r"[A-Za-z0-9_.]+"),
+        "architecture": Node(
+            "string", "config.json architectures[0], for people reading the profile.", pattern=r"[A-Za-z0-9_.]+"
+        ),
         "num_hidden_layers": Node("integer", "config.json num_hidden_layers.", minimum=1),
         "num_attention_heads": Node("integer", "config.json num_attention_heads.", minimum=1),
         "num_key_value_heads": Node("integer", "config.json num_key_value_heads (GQA/MQA).", minimum=1),
         "head_dim": Node("integer", "config.json head_dim.", minimum=1),
-        "hidden_size": Node("integer", "config.json hidden_size (head_dim = hidden_size / heads when no head_dim).", minimum=1),
+        "hidden_size": Node(
+            "integer", "config.json hidden_size (head_dim = hidden_size / heads when no head_dim).", minimum=1
+        ),
         "kv_lora_rank": Node("integer", "config.json kv_lora_rank: DeepSeek-style latent attention (MLA).", minimum=1),
         "qk_rope_head_dim": Node("integer", "config.json qk_rope_head_dim (MLA).", minimum=1),
-        "torch_dtype": Node("string", "config.json torch_dtype: the KV element size with --kv-cache-dtype auto.", enum=("bfloat16", "float16", "float32")),
+        "torch_dtype": Node(
+            "string",
+            "config.json torch_dtype: the KV element size with --kv-cache-dtype auto.",
+            enum=("bfloat16", "float16", "float32"),
+        ),
         "sliding_window": Node("integer", "config.json sliding_window, for sliding_attention layers.", minimum=1),
         "layer_types": Node(
             "array",

@@ -116,8 +116,8 @@ def _check_memory_limit(
 
 
 def _check_ipc(args: Sequence[str], where_of: Mapping[str, str], base: str, out: Collector) -> None:
-    ipc = [v for v in docker.option_values(args, "--ipc")]
-    shm = [v for v in docker.option_values(args, "--shm-size")]
+    ipc = docker.option_values(args, "--ipc")
+    shm = docker.option_values(args, "--shm-size")
     host_ipc = bool(ipc) and ipc[-1] == "host"
     if not host_ipc:
         out.error(
@@ -367,7 +367,8 @@ def check_kv_plausible(budget: Mapping[str, Any], sizing: Mapping[str, Any], whe
         return
     length = sizing["max_model_len"]
     kv_bytes = kv * GIB
-    place = f"{where}.{'sizing.kv_cache_memory_bytes' if budget['kv_cache_from'] == 'sizing.kv_cache_memory_bytes' else 'memory'}"
+    explicit = budget["kv_cache_from"] == "sizing.kv_cache_memory_bytes"
+    place = f"{where}.{'sizing.kv_cache_memory_bytes' if explicit else 'memory'}"
     missing = (
         "the KV cost per token is unknown: add model_config (the weights' config.json numbers) or "
         "memory.kv_cache_bytes_per_token (from vLLM's 'Available KV cache memory' / 'GPU KV cache size' lines)"

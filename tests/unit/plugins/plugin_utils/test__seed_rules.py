@@ -50,7 +50,7 @@ RULES: dict[str, tuple[str, dict[str, Any], str, list[str], str]] = {
         "seed000",
         {"container/docker_run_args/6": "--ulimit=stack=8388608:8388608"},
         "error",
-        ["found \"stack=8388608:8388608\"", "seed 002 section 4.2"],
+        ['found "stack=8388608:8388608"', "seed 002 section 4.2"],
         "stack-64m",
     ),
     "no memory limit": (
@@ -71,7 +71,7 @@ RULES: dict[str, tuple[str, dict[str, Any], str, list[str], str]] = {
         "seed000",
         {"container/docker_run_args/11": "--memory-swap=128g"},
         "error",
-        ["swap headroom", "seed 000", "swapping a model load is worse than failing it", "found \"128 GiB\""],
+        ["swap headroom", "seed 000", "swapping a model load is worse than failing it", 'found "128 GiB"'],
         "no-swap-headroom",
     ),
     "memory without memory-swap": (
@@ -304,7 +304,8 @@ def test_a_kv_cache_that_cannot_hold_one_sequence_is_refused_in_vllm_words(seed0
     errors, _ = outcome(document)
     assert any(
         "$.shapes.tp3-triangle.sizing.max_model_len: vLLM would refuse to start, after loading the weights: "
-        "To serve at least one request with the model's max seq len (1048576), (" in p
+        "To serve at least one request with the model's max seq len (1048576), ("
+        in p
         and "GiB KV cache is needed, which is larger than the available KV cache memory (2.2 GiB)" in p
         and "2 x 62 layers x 2 KV heads on the rank (of 8) x 128 x 2 bytes" in p
         for p in errors
@@ -385,4 +386,3 @@ def test_fabric_on_management_can_be_waived() -> None:
     out = Collector("inventory", waivers={"fabric-not-management": "one-port lab rig"})
     check_hosts(hosts(("192.0.2.10", "192.0.2.10"), ("192.0.2.11", "198.51.100.11")), out)
     assert out.errors == [] and "waived fabric-not-management (one-port lab rig)" in out.warnings[0].render()
-
