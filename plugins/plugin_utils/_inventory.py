@@ -25,6 +25,8 @@ OVERRIDES_VAR = "dgxspark_overrides"
 CABLING_VAR = "dgxspark_fabric_cabling"
 # What the fabric role found on a host's ports (RDMA devices, interfaces, RoCE GID index), for NCCL.
 FABRIC_NCCL_VAR = "fabric_nccl"
+# The address Ansible manages the host on (SSH): the fabric must be another network (seed 000).
+MANAGEMENT_VAR = "ansible_host"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Host:
     """``dgxspark_overrides``: the host's own profile settings."""
     discovered: Any = None
     """What the fabric role found on the host's ports (``fabric_nccl``): hca, socket_ifname, gid_index."""
+    management_address: Any = None
+    """``ansible_host``: where Ansible reaches the host (an address or a name)."""
 
 
 def hosts_from_inventory(
@@ -71,6 +75,7 @@ def hosts_from_inventory(
                 head=name in heads,
                 overrides=variables.get(OVERRIDES_VAR),
                 discovered=variables.get(FABRIC_NCCL_VAR),
+                management_address=variables.get(MANAGEMENT_VAR),
             )
         )
     return hosts, [h for h in heads if h in workers]
@@ -182,6 +187,7 @@ def check_hosts(
             expected=f"{sorted(expected)} (missing {sorted(expected - set(by_rank))}, "
             f"out of range {sorted(set(by_rank) - expected)})",
         )
+    _check_fabric_apart(hosts, by_address, out)
     for address, owners in sorted(by_address.items()):
         if len(owners) > 1:
             out.error(
@@ -211,3 +217,26 @@ def _check_rank(host: Host, out: Collector, count: int, groups: tuple[str, str] 
             expected=f"1..{count - 1}, or move the host to {groups[0]}",
         )
     return rank
+
+
+def _management_ip(value: Any) -> str | None:
+    try:
+        return str(ipaddress.ip_address(str(value).strip())) if value is not None else None
+    except ValueError:
+        return None  # a host name: nothing to compare without resolving it
+
+
+def _check_fabric_apart(hosts: Sequence[Host], by_address: Mapping[str, list[str]], out: Collector) -> None:
+    """Fabric addresses are not management addresses (seed 000: 'a private /24 fabric that is separate
+    from management traffic'): NCCL and the head's rendezvous would otherwise share the SSH network."""
+    managed = {ip: h.name for h in hosts if (ip := _management_ip(h.management_address)) is not None}
+    for address, owners in sorted(by_address.items()):
+        if address in managed:
+            out.error(
+                f"host {owners[0]}: {ADDRESS_VAR}",
+                f"the fabric address is also the management address ({MANAGEMENT_VAR}) of host {managed[address]}; "
+                "seed 000 runs NCCL on 'a private /24 fabric that is separate from management traffic'",
+                found=address,
+                expected="an address on the fabric ports, on another network than the management one",
+                check="fabric-not-management",
+            )

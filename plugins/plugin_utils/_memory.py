@@ -13,14 +13,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
+    GIB,
+    KVCost,
+    kv_bytes_for_sequence,
+    tokens_that_fit,
+    vllm_kv_refusal,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
 
-GIB = 1024**3
 ROUND = 3
 
 
-def memory_budget(sizing: Mapping[str, Any], memory: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Per-rank budget figures in GiB; keys are None where the profile does not give enough to say."""
+def memory_budget(
+    sizing: Mapping[str, Any], memory: Mapping[str, Any] | None, model_cost: KVCost | None = None
+) -> dict[str, Any]:
+    """Per-rank budget figures in GiB; keys are None where the profile does not give enough to say.
+
+    The KV cost per token is the shape's calibrated ``memory.kv_cache_bytes_per_token`` when it has one,
+    else ``model_cost`` (worked out from the model's config, ``_kv.kv_bytes_per_token``).
+    """
     memory = memory or {}
     components = {k: float(v) for k, v in (memory.get("components_gib") or {}).items()}
     held = sum(components.values())
@@ -38,8 +50,12 @@ def memory_budget(sizing: Mapping[str, Any], memory: Mapping[str, Any] | None) -
     else:
         kv, kv_from = None, None
     per_token = memory.get("kv_cache_bytes_per_token")
+    cost = KVCost(per_token, formula="memory.kv_cache_bytes_per_token") if per_token is not None else model_cost
+    if cost is not None and per_token is None:
+        per_token = cost.bytes_per_token
     max_len = sizing["max_model_len"]
-    needed = max_len * per_token / GIB if per_token is not None else None
+    block = sizing.get("block_size")
+    needed = kv_bytes_for_sequence(cost, max_len, block) / GIB if cost is not None else None
     return {
         "usable_gib": usable,
         "gpu_memory_utilization": gmu,
@@ -51,6 +67,8 @@ def memory_budget(sizing: Mapping[str, Any], memory: Mapping[str, Any] | None) -
         "kv_cache_from": kv_from,
         "kv_cache_tokens": int(kv * GIB / per_token) if kv is not None and per_token else None,
         "kv_cache_bytes_per_token": per_token,
+        "kv_cache_cost": cost.formula if cost is not None else None,
+        "max_model_len_that_fits": tokens_that_fit(cost, kv * GIB, block) if kv is not None and cost else None,
         "max_model_len": max_len,
         "needed_for_max_model_len_gib": _r(needed),
         "reserve_gib": _r(kv - needed) if kv is not None and needed is not None else None,
@@ -95,13 +113,14 @@ def check_memory(budget: Mapping[str, Any], memory_limit_gib: float | None, wher
         )
     needed = budget["needed_for_max_model_len_gib"]
     if kv is not None and needed is not None and needed > kv:
+        fits = budget["max_model_len_that_fits"]
         out.error(
             f"{where}.sizing.max_model_len",
-            f"To serve at least one request with the model's max seq len "
-            f"({budget['max_model_len']}), {needed:.2f} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({kv:.2f} GiB); vLLM would refuse to start",
+            "vLLM would refuse to start, after loading the weights: "
+            + vllm_kv_refusal(budget["max_model_len"], needed * GIB, kv * GIB, fits)
+            + f" [KV per token per rank: {budget['kv_cache_cost']}; KV cache from {budget['kv_cache_from']}]",
             found=budget["max_model_len"],
-            expected=f"<= {int(kv * GIB / budget['kv_cache_bytes_per_token'])} tokens",
+            expected=f"<= {fits} tokens",
             hint="lower max_model_len or give the KV cache more memory",
         )
     if memory_limit_gib is not None and total is not None and total > memory_limit_gib:

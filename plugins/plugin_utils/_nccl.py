@@ -126,6 +126,7 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
             )
     if minimum is not None and channels is not None and minimum > channels:
         out.error(f"{where}.NCCL_MIN_NCHANNELS", "above NCCL_MAX_NCHANNELS", found=minimum, expected=f"<= {channels}")
+    _check_seed_values(env, net, where, out)
     disabled = env.get("NCCL_IB_DISABLE")
     if net == "IB" and disabled not in (None, "0"):
         out.error(
@@ -147,3 +148,40 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
                 found=ifname,
                 expected="the fabric interfaces",
             )
+
+
+# NCCL variables whose value the seeds fix, and why; an override the other way contradicts them.
+SEED_VALUES: tuple[tuple[str, str, bool, str, str], ...] = (
+    # (variable, value, only with RoCE, why, check)
+    (
+        "NCCL_IB_ROCE_VERSION_NUM",
+        "2",
+        True,
+        "the fabric runs RoCE v2 (seed 000: 'NCCL runs RoCE v2 over that fabric only'; seed 002 section 4.3: "
+        "'2' # RoCE v2); version 1 is not routable and uses another GID",
+        "roce-v2",
+    ),
+    (
+        "NCCL_CUMEM_ENABLE",
+        "0",
+        False,
+        "seed 002 section 4.3 turns NCCL's cuMem allocations off ('0' # NCCL cumem off) on GB10's unified memory",
+        "nccl-cumem-off",
+    ),
+    (
+        "NCCL_IB_MERGE_NICS",
+        "0",
+        True,
+        "seed 002 section 4.3 keeps the ConnectX-7 ports apart ('0' # No NIC merge), each its own path, "
+        "with NCCL_CROSS_NIC=1",
+        "nccl-no-nic-merge",
+    ),
+)
+
+
+def _check_seed_values(env: Mapping[str, str], net: str, where: str, out: Collector) -> None:
+    for name, value, roce_only, why, check in SEED_VALUES:
+        found = env.get(name)
+        if found is None or found == value or (roce_only and net != "IB"):
+            continue
+        out.error(f"{where}.{name}", f"contradicts the seeds: {why}", found=found, expected=f'"{value}"', check=check)

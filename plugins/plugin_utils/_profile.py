@@ -32,14 +32,25 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import 
     did_you_mean,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import PROFILE, TRANSPORTS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules import (
+    ENGRAM_DISK_ENV,
+    check_autotune,
+    check_concurrency_at_1m,
+    check_container_limits,
+    check_engram,
+    check_kv_left_to_gmu,
+    check_kv_plausible,
+    check_model_sources,
+    check_usable_memory,
+    model_kv_cost,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args, parse_serve_args
 
 GB10_MEMORY_GIB = 128  # unified LPDDR5X per DGX Spark (REFERENCE.md; seed 002 section 2)
 NOFILE_AT_8 = 1048576  # seed 002 section 4.2 and lesson 3: NCCL 2.30 at 8 ranks
 UNLIMITED = -1
 ENGRAM_COMPONENT = "engram"
-AUTOTUNE_COMPONENT = "autotune_peak"
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,9 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
         _check_host(data["host"], out)
     if clean("$.sources"):
         _check_sources(raw, data.get("sources", {}), out)
-    if "container" in data and "model" in data and clean("$.container", "$.model"):
+    if clean("$.sources", "$.model_config"):
+        check_model_sources(data, out)
+    if "container" in data and "model" in data and clean("$.container", "$.model", "$.model_config"):
         for name in sorted(shapes):
             if clean(f"$.shapes.{name}"):
                 check_shape(data, name, out)
@@ -138,6 +151,8 @@ def derived_environment(shape: Mapping[str, Any]) -> dict[str, str]:
     env: dict[str, str] = {}
     if shape.get("autotuner") is False:
         env["VLLM_FLASHINFER_AUTOTUNE"] = "0"
+    if shape.get("engram", {}).get("placement") == "disk":
+        env[ENGRAM_DISK_ENV] = "1"
     return env
 
 
@@ -168,14 +183,26 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
             f"{where}.sizing",
             "kv_cache_memory_bytes fixes the KV cache, so vLLM does not use gpu_memory_utilization to size it",
         )
+    check_concurrency_at_1m(nodes, sizing, where, out)
+    check_kv_left_to_gmu(sizing, where, out)
     net = fabric["nccl_net"]
-    check_nccl_environment(shape_environment(shape), nodes, net, f"{where}.environment", out)
+    env = shape_environment(shape)
+    check_nccl_environment(env, nodes, net, f"{where}.environment", out)
     container = effective_container(data, name)
-    limit = check_docker_args(effective_docker_args(data, name), nodes, net, out)
-    check_serve_args(container["serve_args"], container["fork_flags"], _serve_args_path(data, name), out)
-    _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
     memory = shape.get("memory")
-    check_memory(memory_budget(sizing, memory), limit, where, out)
+    check_usable_memory(memory, where, out)
+    limit = check_docker_args(effective_docker_args(data, name), nodes, net, out, (memory or {}).get("usable_gib"))
+    check_serve_args(container["serve_args"], container["fork_flags"], _serve_args_path(data, name), out)
+    check_engram(shape, env, container["image"], where, out)
+    _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
+    serve = parse_serve_args(container["serve_args"], container["fork_flags"])
+    kv_dtype = next((a.value for a in reversed(serve) if a.flag == "--kv-cache-dtype" and a.value), "auto")
+    cost = model_kv_cost(data, nodes, kv_dtype, where, out)
+    budget = memory_budget(sizing, memory, cost)
+    check_memory(budget, limit, where, out)
+    if budget["kv_cache_bytes_per_token"] is None:
+        check_kv_plausible(budget, sizing, where, out)
+    check_autotune(shape, [a.flag for a in serve if a.flag], budget, where, out)
     kv_bytes = sizing.get("kv_cache_memory_bytes")
     ceiling = limit if limit is not None else GB10_MEMORY_GIB
     if kv_bytes is not None and kv_bytes / GIB >= ceiling:
@@ -192,12 +219,6 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
             f"{where}.memory.components_gib",
             "Engram tables in host memory are missing from the budget",
             expected=f"a '{ENGRAM_COMPONENT}' component (seed 002 section 6.1: 23.60 GB per rank)",
-        )
-    if memory and shape.get("autotuner") is True and AUTOTUNE_COMPONENT not in components:
-        out.warn(
-            f"{where}.memory.components_gib",
-            "the AutoTuner is on but its profiling peak is not in the budget",
-            expected=f"a '{AUTOTUNE_COMPONENT}' component (seed 002 lesson 5: ~10 GB)",
         )
 
 
@@ -240,7 +261,9 @@ def _check_topology(fabric: Mapping[str, Any], nodes: int, where: str, out: Coll
         out.error(f"{where}.nodes", "transport oneshot-ring4 is a ring of 4", found=nodes, expected="4")
 
 
-def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collector) -> float | None:
+def check_docker_args(
+    docker_args: DockerArgs, nodes: int, net: str, out: Collector, usable_gib: float | None = None
+) -> float | None:
     """Check `docker run` options; return the --memory limit in GiB when one is set.
 
     Every option is read through the table the renderer uses (``_docker_args.render_docker_args``), so
@@ -282,26 +305,6 @@ def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collec
             expected='"--network=host" (seed 000)',
             check="network-host",
         )
-    if "--ipc" not in where_of and "--shm-size" not in where_of:
-        out.warn(
-            base,
-            "neither --ipc=host nor --shm-size: Docker's 64 MB /dev/shm is too small for vLLM",
-            expected='"--ipc=host" (seed 000)',
-        )
-    if memory_limit is not None and swap is None:
-        out.warn(
-            where_of["--memory"],
-            "--memory without --memory-swap lets Docker add as much swap again; "
-            "swapping a model load is worse than failing it",
-            expected="--memory-swap equal to --memory (seed 000)",
-        )
-    elif memory_limit is not None and swap is not None and swap > memory_limit:
-        out.warn(
-            where_of["--memory-swap"],
-            "swap headroom above --memory; swapping a model load is worse than failing it",
-            found=swap,
-            expected=f"{memory_limit:g} GiB (seed 000)",
-        )
     if memory_limit is not None and swap is not None and swap < memory_limit:
         out.error(
             where_of["--memory-swap"],
@@ -309,13 +312,7 @@ def check_docker_args(docker_args: DockerArgs, nodes: int, net: str, out: Collec
             found=f"{swap:g} GiB",
             expected=f">= {memory_limit:g} GiB, equal for no swap (seed 000)",
         )
-    if memory_limit is not None and memory_limit > GB10_MEMORY_GIB:
-        out.error(
-            where_of["--memory"],
-            f"--memory above the {GB10_MEMORY_GIB:g} GiB a GB10 has",
-            found=f"{memory_limit:g} GiB",
-            expected="<= 112g with room for the OS (seed 002 section 4.2)",
-        )
+    check_container_limits(args, where_of, base, memory_limit, swap, out, usable_gib)
     _check_limits(args, where_of, base, nodes, net, out)
     return memory_limit
 

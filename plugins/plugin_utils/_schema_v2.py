@@ -43,6 +43,19 @@ WAIVABLE_CHECKS = {
     "nvls-off": "NCCL_NVLS_ENABLE=0 (GB10 has no NVLink)",
     "nccl-channels-at-8-ranks": "at most 8 NCCL channels at 8 ranks",
     "nccl-buffsize-at-8-ranks": "NCCL buffers of at most 1 MiB at 8 ranks",
+    # Seed rules (docs/seed-rules.md): each names its seed and section in its message.
+    "stack-64m": "a 64 MiB stack ulimit (seed 002 section 4.2)",
+    "container-memory-limit": "--memory set, leaving 9 GiB of the 121 for the OS (seed 002 section 4.2, seed 000)",
+    "no-swap-headroom": "--memory-swap equal to --memory (seed 000)",
+    "ipc-host": "--ipc=host (seed 000)",
+    "cpuset-pinned": "a --cpuset-cpus set of CPUs a GB10 has (seed 000; seed 002 section 2: 20 cores)",
+    "concurrency-at-1m": "at most 4 concurrent sequences at 1M context on 3 nodes (seed 000)",
+    "engram-image": "an image that can place the Engram tables where engram.placement says (seed 002 section 3)",
+    "roce-v2": "NCCL_IB_ROCE_VERSION_NUM=2 (seed 000, seed 002 section 4.3)",
+    "nccl-cumem-off": "NCCL_CUMEM_ENABLE=0 (seed 002 section 4.3)",
+    "nccl-no-nic-merge": "NCCL_IB_MERGE_NICS=0 (seed 002 section 4.3)",
+    "usable-memory-gib": "memory.usable_gib within a GB10's MemTotal in GiB (docs/units.md)",
+    "fabric-not-management": "fabric addresses apart from management addresses (seed 000)",
 }
 
 # How the nodes are cabled, and the fabric transports seed 000 names for them.
@@ -342,6 +355,44 @@ CONTAINER = Node(
     },
 )
 
+MODEL_CONFIG = Node(
+    "object",
+    "The model's own numbers, as its config.json gives them, to size the KV cache per token "
+    "(_kv.kv_bytes_per_token). Every key needs a citation in sources ($.model_config.<key>).",
+    fields={
+        "architecture": Node(
+            "string", "config.json architectures[0], for people reading the profile.", pattern=r"[A-Za-z0-9_.]+"
+        ),
+        "num_hidden_layers": Node("integer", "config.json num_hidden_layers.", minimum=1),
+        "num_attention_heads": Node("integer", "config.json num_attention_heads.", minimum=1),
+        "num_key_value_heads": Node("integer", "config.json num_key_value_heads (GQA/MQA).", minimum=1),
+        "head_dim": Node("integer", "config.json head_dim.", minimum=1),
+        "hidden_size": Node(
+            "integer", "config.json hidden_size (head_dim = hidden_size / heads when no head_dim).", minimum=1
+        ),
+        "kv_lora_rank": Node("integer", "config.json kv_lora_rank: DeepSeek-style latent attention (MLA).", minimum=1),
+        "qk_rope_head_dim": Node("integer", "config.json qk_rope_head_dim (MLA).", minimum=1),
+        "torch_dtype": Node(
+            "string",
+            "config.json torch_dtype: the KV element size with --kv-cache-dtype auto.",
+            enum=("bfloat16", "float16", "float32"),
+        ),
+        "sliding_window": Node("integer", "config.json sliding_window, for sliding_attention layers.", minimum=1),
+        "layer_types": Node(
+            "array",
+            "config.json layer_types: full_attention or sliding_attention per layer.",
+            values=Node("string", enum=("full_attention", "sliding_attention")),
+        ),
+        "kv_cache_bytes_per_token": Node(
+            "number",
+            "KV bytes one token costs on one rank, measured (vLLM's 'Available KV cache memory' over its "
+            "'GPU KV cache size'), for attention the formula does not model; a shape's "
+            "memory.kv_cache_bytes_per_token wins over it.",
+            exclusive_minimum=0,
+        ),
+    },
+)
+
 PROFILE = Node(
     "object",
     "A dgxspark.cluster serving profile, schema_version 2 (the format of seed 000's serving-profile.json).",
@@ -374,6 +425,7 @@ PROFILE = Node(
         "shapes": Node(
             "map", "The shapes this profile defines, by name.", required=True, values=SHAPE, key_pattern=SHAPE_NAME
         ),
+        "model_config": MODEL_CONFIG,
         "container": CONTAINER,
         "host": HOST,
         "waivers": Node(

@@ -60,9 +60,11 @@ def test_kv_cache_that_does_not_fit_after_components(spark8: dict[str, Any]) -> 
 
 def test_kv_cache_too_small_for_one_sequence(spark8: dict[str, Any]) -> None:
     rendered = rendered_problems(edited(spark8, {"shapes/tp8-1m/memory/kv_cache_gib": 3}))
+    # vLLM's own wording (vllm/v1/core/kv_cache_utils.py, _check_enough_kv_cache_memory), with the numbers
     assert any(
-        "To serve at least one request with the model's max seq len (1048576)" in p
-        and "3.70 GiB KV cache is needed" in p
+        "To serve at least one request with the model's max seq len (1048576), (3.7 GiB KV cache is needed, "
+        "which is larger than the available KV cache memory (3.0 GiB). Based on the available memory, the "
+        "estimated maximum model length is 850048." in p
         for p in rendered
     ), rendered
 

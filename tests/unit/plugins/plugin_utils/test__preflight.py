@@ -365,7 +365,7 @@ def test_the_captured_container_is_rank_1_as_planned() -> None:
 
 def test_drift_is_shown_field_by_field() -> None:
     plan = plan_with(
-        {"shapes/tp3-triangle/sizing/max_num_seqs": 8, "shapes/tp3-triangle/environment": {"NCCL_DEBUG": "INFO"}},
+        {"shapes/tp3-triangle/sizing/max_num_seqs": 3, "shapes/tp3-triangle/environment": {"NCCL_DEBUG": "INFO"}},
         {"WANDB_API_KEY": "planned-secret", "HF_TOKEN": "hf_planned"},
     )
     docker = gb10_docker()
@@ -376,7 +376,7 @@ def test_drift_is_shown_field_by_field() -> None:
         line["message"]
         == (
             "vllm_dsv41 is running with another spec ("
-            "command --max-num-seqs: 4 → 8; "
+            "command --max-num-seqs: 4 → 3; "
             "env NCCL_DEBUG: WARN → INFO; "
             "env WANDB_API_KEY: (unset) → ***; "  # HF_TOKEN: node_facts gave no value to compare
             f"label dgxspark.cluster.profile_sha256: 9cc18127a6ef → {plan['profile_sha256'][:12]}; "
@@ -424,7 +424,11 @@ def test_a_retagged_image_and_a_summary_without_detail() -> None:
 
 def test_a_difference_only_in_the_docker_run_options_says_so() -> None:
     plan = plan_with(
-        {"container/docker_run_args": [*json.loads(SPARK3.read_text())["container"]["docker_run_args"][:-2]]}
+        {
+            "container/docker_run_args": [
+                a for a in json.loads(SPARK3.read_text())["container"]["docker_run_args"] if a != "--ulimit=core=0"
+            ]
+        }
     )
     message = previous_line(plan, gb10_docker())["message"]
     assert "; the rest differs in the docker run options (not compared here)); remove it" in message

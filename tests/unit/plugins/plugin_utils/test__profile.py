@@ -22,11 +22,44 @@ def problems_of(document: dict[str, Any]) -> list[str]:
     return [p.render() for p in caught.value.problems]
 
 
+# The warnings each shipped profile gives, and why they are right: what the seeds advise against that the
+# seeds themselves do (seed 002 leaves the KV cache to gpu_memory_utilization; seed 000 defines tp4-ring
+# with 16 sequences at 1M, untested), and what the seeds do not publish (seed 000's CPU set, the KV cost
+# per token of seed 000's engine).
+SHIPPED_WARNINGS = {
+    "seed000-exact": [
+        "kernel 7.0.0-1019-nvidia-64k needs kho=off",
+        "no --cpuset-cpus",
+        "tp3-triangle.sizing.kv_cache_memory_bytes: the KV cache is checked only against a floor",
+        "tp4-ring.sizing.max_num_seqs: 16 concurrent sequences at 1M context on 4 nodes is not measured",
+        "tp4-ring.sizing.kv_cache_memory_bytes: the KV cache is checked only against a floor",
+    ],
+    "spark3": [
+        "no --cpuset-cpus",
+        "tp3-triangle.sizing.kv_cache_memory_bytes: the KV cache is checked only against a floor",
+        "tp4-ring.sizing.max_num_seqs: 16 concurrent sequences at 1M context on 4 nodes is not measured",
+        "tp4-ring.sizing.kv_cache_memory_bytes: the KV cache is checked only against a floor",
+    ],
+    "spark8": [
+        "tp8-1m.sizing: the KV cache is left to gpu_memory_utilization",
+        "no --cpuset-cpus",
+        "tp8-300k.sizing: the KV cache is left to gpu_memory_utilization",
+        "tp8-300k.memory.components_gib: the DeepGEMM/CUTLASS autotune runs even with the FlashInfer AutoTuner "
+        "off and takes ~10 GB while vLLM profiles (seed 002 lesson 5); with it the rank holds 95.65 of its "
+        "96.8 GiB budget during profiling, 1.15 GiB to spare",
+    ],
+}
+
+
 @pytest.mark.parametrize("path", [SEED000, SPARK3, SPARK8], ids=["seed000-exact", "spark3", "spark8"])
-def test_shipped_and_seed_profiles_validate(path: Any) -> None:
+def test_shipped_and_seed_profiles_validate(path: Any, request: pytest.FixtureRequest) -> None:
     profile = load_profile(str(path))
     assert profile.data["schema_version"] == 2
-    assert [w.render() for w in profile.warnings if "kho=off" not in w.render()] == []
+    expected = SHIPPED_WARNINGS[request.node.callspec.id]
+    rendered = [w.render() for w in profile.warnings]
+    assert len(rendered) == len(expected), rendered
+    for fragment in expected:
+        assert any(fragment in w for w in rendered), (fragment, rendered)
 
 
 def test_seed000_format_gets_the_seed_defaults() -> None:
@@ -139,7 +172,7 @@ def test_eight_rank_shape_checks(spark8: dict[str, Any]) -> None:
         spark8,
         {
             "shapes/tp8-300k/environment/NCCL_MAX_NCHANNELS": "64",
-            "container/docker_run_args/5": "--ulimit=nofile=65536:65536",
+            "container/docker_run_args/6": "--ulimit=nofile=65536:65536",
         },
     )
     rendered = problems_of(document)
@@ -148,7 +181,7 @@ def test_eight_rank_shape_checks(spark8: dict[str, Any]) -> None:
 
 
 def test_eight_ranks_without_any_nofile_limit(spark8: dict[str, Any]) -> None:
-    document = edited(spark8, {"container/docker_run_args/5": "--shm-size=16g"})
+    document = edited(spark8, {"container/docker_run_args/6": "--ulimit=core=0"})
     assert any("runs out of file handles" in p for p in problems_of(document))
 
 
@@ -227,16 +260,13 @@ def test_control_characters_in_serve_args(seed000: dict[str, Any]) -> None:
 
 
 def test_a_waived_check_becomes_a_warning_with_its_reason(spark8: dict[str, Any]) -> None:
-    document = edited(spark8, {"container/docker_run_args/5": "--ulimit=nofile=20000:20000"})
+    document = edited(spark8, {"container/docker_run_args/6": "--ulimit=nofile=20000:20000"})
     assert any("runs out of file handles" in p for p in problems_of(document))
     waived = edited(document, {"waivers": {"nofile-at-8-ranks": "simulated cluster, no NCCL here"}})
     profile = validate_profile(waived)
-    assert [w.render() for w in profile.warnings] == [
-        w.render()
-        for w in profile.warnings
-        if "waived nofile-at-8-ranks (simulated cluster, no NCCL here)" in w.render()
-    ]
-    assert len(profile.warnings) == 1
+    nofile = [w.render() for w in profile.warnings if "nofile" in w.render()]
+    assert len(nofile) == 1
+    assert "waived nofile-at-8-ranks (simulated cluster, no NCCL here)" in nofile[0]
 
 
 def test_unknown_waiver_is_an_error(spark8: dict[str, Any]) -> None:
@@ -259,7 +289,7 @@ MORE_BROKEN_SEED000 = {
     ),
     "memory above a GB10": (
         {"container/docker_run_args/10": "--memory=200g", "container/docker_run_args/11": "--memory-swap=200g"},
-        [("$.container.docker_run_args[10]", "above the 128 GiB")],
+        [("$.container.docker_run_args[10]", "leaves 0 GiB of the 121 GiB for the OS, less than the 9 GiB")],
     ),
     "KV cache larger than the container": (
         {"shapes/tp3-triangle/sizing/kv_cache_memory_bytes": 150 * 1024**3},

@@ -1,0 +1,391 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The two seeds' rules, one named check each (docs/seed-rules.md lists them with their tests).
+
+An error where a seed states a rule or reports a failure, a warning where it only advises. Every
+message names its seed and section. An error whose check name is in ``WAIVABLE_CHECKS`` can be waived
+by the profile, with a reason, where a real one exists (the simulated cluster, a fork's engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
+    GIB,
+    MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN,
+    KVCost,
+    kv_bytes_per_token,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+
+# Container limits (seed 002 section 4.2; seed 000's docker_run_args).
+STACK_BYTES = 67108864  # --ulimit=stack=67108864: "Stack van 64 MB"
+MEMORY_LIMIT_GIB = 112  # --memory=112g
+OS_RESERVE_GIB = 9  # "9 GB vrijlaten voor het besturingssysteem (121 GB totaal)"
+USABLE_GIB = 121  # seed 002 section 4.2: 121 in all; MemTotal of a 4K-page Spark is 121.69 GiB
+SHM_GIB = 16  # seed 000: --shm-size=16g
+GB10_CPUS = 20  # seed 002 section 2: 10 Cortex-X925 + 10 Cortex-A725
+# MemTotal of a real Spark (docs/units.md): 127,598,768 kB on the 4K-page kernel, 129,798,784 kB on 64K.
+GB10_MEMTOTAL_GIB = 129798784 / 1024**2
+
+# Concurrency at 1M context (seed 000: "4 is the stable operating point at 1M context. 6 and 8 both
+# crashed during load." on 3 nodes; seed 002 section 5.2 ran max_num_seqs 8 at 1M on 8 nodes).
+ONE_M = 1048576
+STABLE_SEQS_AT_1M = 4
+CRASHED_SEQS_AT_1M = 6
+SEQS_MEASURED_AT_1M_ON_8 = 8
+
+# AutoTuner (seed 002 lesson 5): DeepGEMM/CUTLASS mxfp8_gemm autotune, ~10 GB while profiling, runs
+# even when VLLM_FLASHINFER_AUTOTUNE=0.
+AUTOTUNE_PEAK_GIB = 10
+AUTOTUNE_COMPONENT = "autotune_peak"
+ENGRAM_DISK_ENV = "DSV41_ENGRAM_DISK"
+FLASHINFER_AUTOTUNE_ENV = "VLLM_FLASHINFER_AUTOTUNE"
+ENGRAM_MEMORY_IMAGE = "engram-mem"  # seed 002 section 3.2: the image with the Engram patches reverted
+
+
+def check_container_limits(
+    args: Sequence[str],
+    where_of: Mapping[str, str],
+    base: str,
+    memory_limit: float | None,
+    swap: float | None,
+    out: Collector,
+    usable_gib: float | None = None,
+) -> None:
+    """Stack, memory and swap, shared memory and CPU pinning, as the seeds set them."""
+    _check_stack(args, where_of, base, out)
+    _check_memory_limit(where_of, base, memory_limit, swap, usable_gib or USABLE_GIB, out)
+    _check_ipc(args, where_of, base, out)
+    _check_cpuset(args, where_of, base, out)
+
+
+def _check_stack(args: Sequence[str], where_of: Mapping[str, str], base: str, out: Collector) -> None:
+    stack = docker.container_ulimits(args).get("stack")
+    small = stack is not None and any(v != -1 and v < STACK_BYTES for v in (stack.soft, stack.hard))
+    if stack is None or small:
+        out.error(
+            where_of.get("--ulimit", base),
+            "the stack ulimit must be 64 MiB (seed 002 section 4.2: ulimit stack 67108864, 'Stack van 64 MB'; "
+            "seed 000's docker_run_args carry it too); Docker's default is the daemon's, usually 8 MiB",
+            found=None if stack is None else f"stack={stack.soft}:{stack.hard}",
+            expected=f'"--ulimit=stack={STACK_BYTES}:{STACK_BYTES}"',
+            check="stack-64m",
+        )
+
+
+def _check_memory_limit(
+    where_of: Mapping[str, str],
+    base: str,
+    memory_limit: float | None,
+    swap: float | None,
+    usable: float,
+    out: Collector,
+) -> None:
+    if memory_limit is None:
+        out.error(
+            base,
+            "no --memory limit: seed 002 section 4.2 caps the container at 112g to leave 9 GB of the 121 "
+            "for the OS, and seed 000 runs --memory=112g; without it a runaway rank takes the host's last "
+            "memory and a GB10 freezes instead of killing the container",
+            expected=f'"--memory={MEMORY_LIMIT_GIB}g" and "--memory-swap={MEMORY_LIMIT_GIB}g"',
+            check="container-memory-limit",
+        )
+    elif memory_limit > usable - OS_RESERVE_GIB:
+        out.error(
+            where_of["--memory"],
+            f"--memory leaves {max(0.0, usable - memory_limit):g} GiB of the {usable:g} GiB for the OS, less than the "
+            f"{OS_RESERVE_GIB} GiB seed 002 section 4.2 keeps ('9 GB vrijlaten voor het besturingssysteem "
+            "(121 GB totaal)'; its GB are GiB, docs/units.md)",
+            found=f"{memory_limit:g} GiB",
+            expected=f"<= {usable - OS_RESERVE_GIB:g} GiB (seed 002, seed 000: 112g)",
+            check="container-memory-limit",
+        )
+    if memory_limit is not None and (swap is None or swap > memory_limit):
+        out.error(
+            where_of.get("--memory-swap", where_of["--memory"]),
+            "swap headroom: seed 000 runs --memory-swap equal to --memory ('no swap headroom: swapping a "
+            "model load is worse than failing it'); without --memory-swap Docker adds as much swap again",
+            found=None if swap is None else f"{swap:g} GiB",
+            expected=f'"--memory-swap={memory_limit:g}g" (seed 000: 112g / 112g)',
+            check="no-swap-headroom",
+        )
+
+
+def _check_ipc(args: Sequence[str], where_of: Mapping[str, str], base: str, out: Collector) -> None:
+    ipc = docker.option_values(args, "--ipc")
+    shm = docker.option_values(args, "--shm-size")
+    host_ipc = bool(ipc) and ipc[-1] == "host"
+    if not host_ipc:
+        out.error(
+            where_of.get("--ipc", base),
+            "--ipc=host is missing: seed 000 runs the ranks with the host's IPC namespace (vLLM's "
+            "workers and NCCL share memory through it); a private namespace gets a 64 MB /dev/shm",
+            found=ipc[-1] if ipc else None,
+            expected='"--ipc=host" (seed 000)',
+            check="ipc-host",
+        )
+    if not shm:
+        out.warn(
+            base,
+            "no --shm-size: seed 000 sets --shm-size=16g alongside --ipc=host; with --ipc=host Docker "
+            "uses the host's /dev/shm and ignores it, so it only takes effect if --ipc changes",
+            expected=f'"--shm-size={SHM_GIB}g" (seed 000)',
+        )
+    elif not host_ipc:
+        try:
+            size = docker.parse_size(shm[-1]) / GIB
+        except ValueError:
+            return
+        if size < SHM_GIB:
+            out.error(
+                where_of["--shm-size"],
+                "without --ipc=host the container's /dev/shm is --shm-size, below seed 000's 16g",
+                found=shm[-1],
+                expected=f'"--shm-size={SHM_GIB}g" (seed 000)',
+                check="ipc-host",
+            )
+
+
+def cpuset_cpus(text: str) -> set[int]:
+    """Docker's --cpuset-cpus syntax (``0-9``, ``0,2,4``, ``0-3,8-11``) as CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ValueError(f"'{text}' is not a CPU list such as 0-19 or 0,2,4")
+        low, high = int(first), int(last) if dash else int(first)
+        if high < low:
+            raise ValueError(f"'{part}' is a range that runs backwards")
+        cpus.update(range(low, high + 1))
+    return cpus
+
+
+def _check_cpuset(args: Sequence[str], where_of: Mapping[str, str], base: str, out: Collector) -> None:
+    values = docker.option_values(args, "--cpuset-cpus")
+    if not values:
+        out.warn(
+            base,
+            "no --cpuset-cpus: seed 000 pins each rank to a CPU set (it does not publish which); "
+            "set one per host in dgxspark_overrides.container.docker_run_args",
+            expected='"--cpuset-cpus=<cpus>" per host (seed 000)',
+        )
+        return
+    try:
+        cpus = cpuset_cpus(values[-1])
+    except ValueError as exc:
+        out.error(where_of["--cpuset-cpus"], str(exc), found=values[-1], check="cpuset-pinned")
+        return
+    beyond = sorted(c for c in cpus if c >= GB10_CPUS)
+    if beyond:
+        out.error(
+            where_of["--cpuset-cpus"],
+            f"CPUs {beyond[0]}..{beyond[-1]} do not exist on a GB10 (seed 002 section 2: 20 Arm cores, "
+            "0-19); Docker refuses to start the container",
+            found=values[-1],
+            expected=f"CPUs within 0-{GB10_CPUS - 1}",
+            check="cpuset-pinned",
+        )
+
+
+def check_concurrency_at_1m(nodes: int, sizing: Mapping[str, Any], where: str, out: Collector) -> None:
+    """Seed 000: at 1M context, 4 concurrent sequences are stable on 3 nodes; 6 and 8 crashed."""
+    seqs, length = sizing["max_num_seqs"], sizing["max_model_len"]
+    if length < ONE_M or seqs <= STABLE_SEQS_AT_1M:
+        return
+    place = f"{where}.sizing.max_num_seqs"
+    measured = "seed 000: '4 is the stable operating point at 1M context. 6 and 8 both crashed during load.'"
+    if nodes <= 3 and seqs >= CRASHED_SEQS_AT_1M:
+        out.error(
+            place,
+            f"{seqs} concurrent sequences at {length} tokens of context on {nodes} nodes; {measured}",
+            found=seqs,
+            expected=f"<= {STABLE_SEQS_AT_1M}",
+            hint="a hard cap on concurrent sequences is one of the four things seed 000 says to get right",
+            check="concurrency-at-1m",
+        )
+    elif nodes <= 3:
+        out.warn(
+            place,
+            f"{seqs} concurrent sequences at 1M context is untested on {nodes} nodes, between the stable 4 and "
+            f"the 6 that crashed ({measured})",
+            found=seqs,
+            expected=f"<= {STABLE_SEQS_AT_1M}",
+        )
+    elif not (nodes >= 8 and seqs <= SEQS_MEASURED_AT_1M_ON_8):
+        out.warn(
+            place,
+            f"{seqs} concurrent sequences at 1M context on {nodes} nodes is not measured in the seeds ({measured} "
+            "on 3 nodes; seed 000 lists tp4-ring's 16 as 'defined, untested'; seed 002 section 5.2 ran 8 on 8 nodes)",
+            found=seqs,
+            expected=f"<= {STABLE_SEQS_AT_1M}, or a load test at this setting",
+        )
+
+
+def check_kv_left_to_gmu(sizing: Mapping[str, Any], where: str, out: Collector) -> None:
+    """Seed 000: letting vLLM size the KV cache from gpu_memory_utilization is one request away from OOM."""
+    if "kv_cache_memory_bytes" not in sizing:
+        out.warn(
+            f"{where}.sizing",
+            "the KV cache is left to gpu_memory_utilization: seed 000 says inferring it 'produces a boot that "
+            "is one request away from OOM' and sizes it explicitly",
+            found=sizing.get("gpu_memory_utilization"),
+            expected="sizing.kv_cache_memory_bytes (seed 000: 2,362,232,012 for tp3-triangle)",
+        )
+
+
+def check_engram(shape: Mapping[str, Any], env: Mapping[str, str], image: str, where: str, out: Collector) -> None:
+    """Engram placement, its environment switch and its image agree (seed 002 sections 3 and 5)."""
+    placement = shape.get("engram", {}).get("placement")
+    flag = env.get(ENGRAM_DISK_ENV)
+    if placement == "disk" and flag is not None and flag != "1":
+        out.error(
+            f"{where}.environment.{ENGRAM_DISK_ENV}",
+            "engram.placement is disk but the environment turns Engram-on-disk off "
+            "(seed 002 section 5.2: DSV41_ENGRAM_DISK 1, 'Engram-rijen op lokale NVMe')",
+            found=flag,
+            expected='"1", or leave it out: placement disk sets it',
+        )
+    if placement != "disk" and flag not in (None, "0"):
+        out.error(
+            f"{where}.environment.{ENGRAM_DISK_ENV}",
+            f"{ENGRAM_DISK_ENV}={flag} puts the Engram tables on disk, but engram.placement is "
+            f"{placement or 'not set'} (seed 002 sections 1 and 5)",
+            found=flag,
+            expected='engram.placement "disk", or no DSV41_ENGRAM_DISK',
+        )
+    if placement == "disk" and ENGRAM_MEMORY_IMAGE in image:
+        out.error(
+            f"{where}.engram.placement",
+            f"image {image} has the Engram-on-disk patch reverted (seed 002 section 3.2: vllm-dsv41:engram-mem "
+            "restores the original engram.py, model_state.py and weight_utils.py), so it cannot place Engram on disk",
+            found=image,
+            expected="an image with the Engram-on-disk patch (seed 002 section 3.1: vllm-dsv41:latest)",
+            check="engram-image",
+        )
+
+
+def check_autotune(
+    shape: Mapping[str, Any],
+    serve_flags: Sequence[str],
+    budget: Mapping[str, Any],
+    where: str,
+    out: Collector,
+) -> None:
+    """The AutoTuner setting, its environment variable and serve flags agree; its peak is in the budget."""
+    autotuner = shape.get("autotuner")
+    value = shape.get("environment", {}).get(FLASHINFER_AUTOTUNE_ENV)
+    if autotuner is not None and value is not None and value != ("1" if autotuner else "0"):
+        out.error(
+            f"{where}.environment.{FLASHINFER_AUTOTUNE_ENV}",
+            f"{FLASHINFER_AUTOTUNE_ENV}={value} silently overrides autotuner: {str(autotuner).lower()} "
+            "(seed 002 section 5.1: AutoTuner off is VLLM_FLASHINFER_AUTOTUNE '0')",
+            found=value,
+            expected=f'"{1 if autotuner else 0}", or leave it out: autotuner sets it',
+        )
+    on_flags = {"--enable-flashinfer-autotune"}
+    off_flags = {"--disable-flashinfer-autotune", "--no-enable-flashinfer-autotune"}
+    for flag in serve_flags:
+        name = flag.split("=")[0]
+        if (autotuner is False and name in on_flags) or (autotuner is True and name in off_flags):
+            out.error(
+                f"{where}.autotuner",
+                f"serve argument {flag} contradicts autotuner: {str(autotuner).lower()} (seed 002 section 5)",
+                found=flag,
+                expected="one setting: the shape's autotuner",
+            )
+    components = budget.get("components_gib") or {}
+    held, total = budget.get("held_gib"), budget.get("budget_gib")
+    if components and total is not None and held is not None and AUTOTUNE_COMPONENT not in components:
+        during = held + AUTOTUNE_PEAK_GIB
+        out.warn(
+            f"{where}.memory.components_gib",
+            f"the DeepGEMM/CUTLASS autotune runs even with the FlashInfer AutoTuner off and takes ~10 GB while "
+            f"vLLM profiles (seed 002 lesson 5); with it the rank holds {during:g} of its {total:g} GiB "
+            f"budget during profiling"
+            + (", more than the budget" if during > total else f", {total - during:.2f} GiB to spare"),
+            expected=f"a '{AUTOTUNE_COMPONENT}' component of ~{AUTOTUNE_PEAK_GIB}, or a measured profiling peak",
+        )
+
+
+def check_usable_memory(memory: Mapping[str, Any] | None, where: str, out: Collector) -> None:
+    """usable_gib is GiB, as vLLM, Docker and free count (docs/units.md); a GB figure overstates it ~7 %."""
+    usable = (memory or {}).get("usable_gib")
+    if usable is not None and usable > GB10_MEMTOTAL_GIB:
+        out.error(
+            f"{where}.memory.usable_gib",
+            f"more than a GB10's kernel reports: MemTotal is {GB10_MEMTOTAL_GIB:.1f} GiB on the 64K-page kernel "
+            "(121.7 on 4K pages); a figure in decimal GB, or the 128 GB of the data sheet, overstates it "
+            "(docs/units.md: the seeds' GB are GiB, seed 002 section 4.2's 121)",
+            found=usable,
+            expected=f"<= {GB10_MEMTOTAL_GIB:.1f} (seed 002: 121)",
+            check="usable-memory-gib",
+        )
+
+
+# ----------------------------------------------------------------------------- the model's KV cost
+
+
+def model_kv_cost(
+    data: Mapping[str, Any], nodes: int, kv_cache_dtype: str, where: str, out: Collector
+) -> KVCost | None:
+    """The KV cost per token per rank the profile's ``model_config`` gives, or None when it gives none."""
+    model = data.get("model_config")
+    if not model:
+        return None
+    if "kv_cache_bytes_per_token" in model:
+        return KVCost(model["kv_cache_bytes_per_token"], formula="model_config.kv_cache_bytes_per_token (measured)")
+    try:
+        return kv_bytes_per_token(model, kv_cache_dtype, nodes)
+    except ValueError as exc:
+        out.error("$.model_config", f"cannot size the KV cache for {where}: {exc}", found=sorted(model))
+        return None
+
+
+def check_model_sources(data: Mapping[str, Any], out: Collector) -> None:
+    """Every number of model_config cites its source, as the seeds' numbers do."""
+    sources = data.get("sources", {})
+    if "$.model_config" in sources:
+        return
+    for key in sorted(data.get("model_config", {})):
+        if key != "architecture" and f"$.model_config.{key}" not in sources:
+            out.error(
+                f"$.model_config.{key}",
+                "a model number without its source: say where it comes from (the weights' config.json, "
+                "a vLLM log line)",
+                expected=f'a sources entry "$.model_config.{key}"',
+            )
+
+
+def check_kv_plausible(budget: Mapping[str, Any], sizing: Mapping[str, Any], where: str, out: Collector) -> None:
+    """Without model information, still refuse a KV cache no model could serve one sequence from."""
+    kv = budget.get("kv_cache_gib")
+    if kv is None:
+        return
+    length = sizing["max_model_len"]
+    kv_bytes = kv * GIB
+    explicit = budget["kv_cache_from"] == "sizing.kv_cache_memory_bytes"
+    place = f"{where}.{'sizing.kv_cache_memory_bytes' if explicit else 'memory'}"
+    missing = (
+        "the KV cost per token is unknown: add model_config (the weights' config.json numbers) or "
+        "memory.kv_cache_bytes_per_token (from vLLM's 'Available KV cache memory' / 'GPU KV cache size' lines)"
+    )
+    if kv_bytes < length * MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN:
+        out.error(
+            place,
+            f"a KV cache of {kv_bytes:,.0f} bytes per rank holds {int(kv_bytes // MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN):,} "
+            f"tokens even at {MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN} bytes per token, less than one max_model_len "
+            f"sequence ({length:,}); no model stores a token in less (the seeds' engines need 2,252 to 7,786); "
+            "was it written in KiB or MiB? " + missing,
+            found=int(kv_bytes),
+            expected=f">= {length * MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN:,} bytes",
+        )
+    else:
+        out.warn(
+            place,
+            f"the KV cache is checked only against a floor of {MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN} bytes per token, "
+            f"not against the model: {missing}",
+        )

@@ -1,0 +1,388 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every seed rule as a named check, with the seeds' own numbers (docs/seed-rules.md)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, check_hosts
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import WAIVABLE_CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules import (
+    GB10_MEMTOTAL_GIB,
+    USABLE_GIB,
+    cpuset_cpus,
+)
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, SEED000, SPARK8, edited, read
+
+SEED000_ARGS = read(SEED000)["container"]["docker_run_args"]
+SPARK8_ARGS = read(SPARK8)["container"]["docker_run_args"]
+
+
+def without(args: list[str], *dropped: str) -> list[str]:
+    return [a for a in args if not a.startswith(dropped)]
+
+
+def outcome(document: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(errors, warnings), rendered."""
+    try:
+        profile = validate_profile(document, "profile.json")
+    except ProfileError as exc:
+        return [p.render() for p in exc.problems], [w.render() for w in exc.warnings]
+    return [], [w.render() for w in profile.warnings]
+
+
+# name: (base profile, edits, error or warning, fragments of its message, the check that waives it or "")
+RULES: dict[str, tuple[str, dict[str, Any], str, list[str], str]] = {
+    "stack missing": (
+        "seed000",
+        {"container/docker_run_args": without(SEED000_ARGS, "--ulimit=stack")},
+        "error",
+        ["stack ulimit must be 64 MiB", "seed 002 section 4.2", '"--ulimit=stack=67108864:67108864"'],
+        "stack-64m",
+    ),
+    "stack 8 MiB": (
+        "seed000",
+        {"container/docker_run_args/6": "--ulimit=stack=8388608:8388608"},
+        "error",
+        ['found "stack=8388608:8388608"', "seed 002 section 4.2"],
+        "stack-64m",
+    ),
+    "no memory limit": (
+        "seed000",
+        {"container/docker_run_args": without(SEED000_ARGS, "--memory")},
+        "error",
+        ["no --memory limit", "seed 002 section 4.2", "9 GB of the 121", '"--memory=112g"'],
+        "container-memory-limit",
+    ),
+    "memory 120g leaves 1 GiB for the OS": (
+        "seed000",
+        {"container/docker_run_args/10": "--memory=120g", "container/docker_run_args/11": "--memory-swap=120g"},
+        "error",
+        ["--memory leaves 1 GiB of the 121 GiB for the OS, less than the 9 GiB", "<= 112 GiB"],
+        "container-memory-limit",
+    ),
+    "swap headroom": (
+        "seed000",
+        {"container/docker_run_args/11": "--memory-swap=128g"},
+        "error",
+        ["swap headroom", "seed 000", "swapping a model load is worse than failing it", 'found "128 GiB"'],
+        "no-swap-headroom",
+    ),
+    "memory without memory-swap": (
+        "seed000",
+        {"container/docker_run_args": without(SEED000_ARGS, "--memory-swap")},
+        "error",
+        ["Docker adds as much swap again"],
+        "no-swap-headroom",
+    ),
+    "no --ipc=host": (
+        "seed000",
+        {"container/docker_run_args": without(SEED000_ARGS, "--ipc")},
+        "error",
+        ["--ipc=host is missing", "seed 000"],
+        "ipc-host",
+    ),
+    "private IPC with a small /dev/shm": (
+        "seed000",
+        {"container/docker_run_args/1": "--ipc=private", "container/docker_run_args/9": "--shm-size=1g"},
+        "error",
+        ["below seed 000's 16g"],
+        "ipc-host",
+    ),
+    "no --shm-size alongside --ipc=host": (
+        "seed000",
+        {"container/docker_run_args": without(SEED000_ARGS, "--shm-size")},
+        "warning",
+        ["no --shm-size: seed 000 sets --shm-size=16g alongside --ipc=host"],
+        "",
+    ),
+    "no --cpuset-cpus": (
+        "seed000",
+        {},
+        "warning",
+        ["no --cpuset-cpus: seed 000 pins each rank to a CPU set"],
+        "",
+    ),
+    "CPUs a GB10 lacks": (
+        "seed000",
+        {"container/docker_run_args": [*SEED000_ARGS, "--cpuset-cpus=0-23"]},
+        "error",
+        ["CPUs 20..23 do not exist on a GB10", "seed 002 section 2: 20 Arm cores"],
+        "cpuset-pinned",
+    ),
+    "8 sequences at 1M on 3 nodes": (
+        "seed000",
+        {"shapes/tp3-triangle/sizing/max_num_seqs": 8},
+        "error",
+        ["8 concurrent sequences at 1048576 tokens of context on 3 nodes", "6 and 8 both crashed during load"],
+        "concurrency-at-1m",
+    ),
+    "6 sequences at 1M on 3 nodes": (
+        "seed000",
+        {"shapes/tp3-triangle/sizing/max_num_seqs": 6},
+        "error",
+        ["6 concurrent sequences", "expected <= 4"],
+        "concurrency-at-1m",
+    ),
+    "5 sequences at 1M on 3 nodes": (
+        "seed000",
+        {"shapes/tp3-triangle/sizing/max_num_seqs": 5},
+        "warning",
+        ["5 concurrent sequences at 1M context is untested on 3 nodes, between the stable 4 and the 6"],
+        "",
+    ),
+    "16 sequences at 1M on 4 nodes (tp4-ring, defined, untested)": (
+        "seed000",
+        {},
+        "warning",
+        ["16 concurrent sequences at 1M context on 4 nodes is not measured", "'defined, untested'"],
+        "",
+    ),
+    "KV cache left to gpu_memory_utilization": (
+        "spark8",
+        {},
+        "warning",
+        ["tp8-300k.sizing: the KV cache is left to gpu_memory_utilization", "one request away from OOM"],
+        "",
+    ),
+    "engram on disk switched off in the environment": (
+        "spark8",
+        {"shapes/tp8-1m/environment/DSV41_ENGRAM_DISK": "0"},
+        "error",
+        ["engram.placement is disk but the environment turns Engram-on-disk off", "seed 002 section 5.2"],
+        "",
+    ),
+    "engram on disk asked for with placement host-memory": (
+        "spark8",
+        {"shapes/tp8-300k/environment/DSV41_ENGRAM_DISK": "1"},
+        "error",
+        ["DSV41_ENGRAM_DISK=1 puts the Engram tables on disk, but engram.placement is host-memory"],
+        "",
+    ),
+    "engram on disk with the engram-mem image": (
+        "spark8",
+        {"shapes/tp8-1m/container/image": "vllm-dsv41:engram-mem"},
+        "error",
+        ["has the Engram-on-disk patch reverted", "seed 002 section 3.2"],
+        "engram-image",
+    ),
+    "RoCE v1": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_IB_ROCE_VERSION_NUM": "1"},
+        "error",
+        ["the fabric runs RoCE v2", "NCCL_IB_ROCE_VERSION_NUM", "seed 002 section 4.3", 'expected "2"'],
+        "roce-v2",
+    ),
+    "NCCL cuMem on": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_CUMEM_ENABLE": "1"},
+        "error",
+        ["turns NCCL's cuMem allocations off", "NCCL_CUMEM_ENABLE", "seed 002 section 4.3", 'expected "0"'],
+        "nccl-cumem-off",
+    ),
+    "merged NICs": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_IB_MERGE_NICS": "1"},
+        "error",
+        ["No NIC merge", "NCCL_IB_MERGE_NICS", 'expected "0"'],
+        "nccl-no-nic-merge",
+    ),
+    "FlashInfer autotune on against autotuner false": (
+        "spark8",
+        {"shapes/tp8-300k/environment/VLLM_FLASHINFER_AUTOTUNE": "1"},
+        "error",
+        ["VLLM_FLASHINFER_AUTOTUNE=1 silently overrides autotuner: false", "seed 002 section 5.1"],
+        "",
+    ),
+    "autotune serve flag against autotuner false": (
+        "spark8",
+        {"shapes/tp8-300k/container/serve_args": ["--enable-flashinfer-autotune"]},
+        "error",
+        ["--enable-flashinfer-autotune contradicts autotuner: false"],
+        "",
+    ),
+    "DeepGEMM autotune peak not in the 300K budget": (
+        "spark8",
+        {},
+        "warning",
+        ["runs even with the FlashInfer AutoTuner off", "seed 002 lesson 5", "95.65 of its 96.8 GiB"],
+        "",
+    ),
+    "DeepGEMM autotune peak over the budget": (
+        "spark8",
+        {"shapes/tp8-300k/memory/components_gib/nccl": 12.5},
+        "warning",
+        ["holds 97.15 of its 96.8 GiB budget during profiling, more than the budget"],
+        "",
+    ),
+    "usable memory in GB": (
+        "spark8",
+        {"shapes/tp8-1m/memory/usable_gib": 130},
+        "error",
+        ["more than a GB10's kernel reports: MemTotal is 123.8 GiB", "docs/units.md"],
+        "usable-memory-gib",
+    ),
+}
+
+
+@pytest.mark.parametrize("base,edits,severity,fragments,check", RULES.values(), ids=RULES.keys())
+def test_seed_rule(base: str, edits: dict[str, Any], severity: str, fragments: list[str], check: str) -> None:
+    document = edited(read(SEED000 if base == "seed000" else SPARK8), edits)
+    errors, warnings = outcome(document)
+    found = errors if severity == "error" else warnings
+    assert any(all(f in p for f in fragments) for p in found), (fragments, errors, warnings)
+    assert all(re.search(r"seed 00[02]|docs/units\.md", p) for p in found if any(f in p for f in fragments))
+    if check:
+        assert check in WAIVABLE_CHECKS
+        waived = edited(document, {"waivers": {**document.get("waivers", {}), check: "a reason for this test"}})
+        errors, warnings = outcome(waived)
+        assert not any(fragments[0] in p for p in errors), errors
+        assert any(f"waived {check} (a reason for this test)" in w and fragments[0] in w for w in warnings)
+
+
+def test_the_simulated_clusters_need_no_new_waiver() -> None:
+    for name in ("sim3", "sim4", "sim8"):
+        profile = read(SEED000.parents[2].parent / "inventories" / name / "serving-profile.json")
+        assert set(profile.get("waivers", {})) <= {"nofile-at-8-ranks"}
+        validate_profile(profile)
+
+
+@pytest.mark.parametrize(
+    "text,cpus",
+    [("0-19", set(range(20))), ("0,2,4", {0, 2, 4}), ("0-3,10-11", {0, 1, 2, 3, 10, 11}), ("7", {7})],
+)
+def test_cpuset_syntax(text: str, cpus: set[int]) -> None:
+    assert cpuset_cpus(text) == cpus
+
+
+@pytest.mark.parametrize("text", ["", "a-b", "3-1", "0-"])
+def test_bad_cpuset(text: str) -> None:
+    with pytest.raises(ValueError):
+        cpuset_cpus(text)
+
+
+def test_a_cpuset_within_a_gb10_is_accepted(seed000: dict[str, Any]) -> None:
+    errors, warnings = outcome(edited(seed000, {"container/docker_run_args": [*SEED000_ARGS, "--cpuset-cpus=0-9"]}))
+    assert errors == [] and not any("cpuset" in w for w in warnings)
+
+
+def memtotal_gib(name: str) -> float:
+    text = (FIXTURES / "meminfo" / name).read_text(encoding="utf-8").split("\n#\n", 1)[1]
+    kib = int(re.search(r"^MemTotal:\s+(\d+) kB", text, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    return kib / 1024**2
+
+
+def test_the_seeds_gb_are_gib() -> None:
+    # docs/units.md: a real Spark's MemTotal, against seed 002's own sums
+    four_k = memtotal_gib("host-state.spark-dgx1-fresh-4k-idle.meminfo.txt")
+    sixty_four_k = memtotal_gib("host-state.spark-dgx1-after-64k.meminfo-cmdline.txt")
+    assert round(four_k, 2) == 121.69 and round(sixty_four_k, 2) == 123.79 == round(GB10_MEMTOTAL_GIB, 2)
+    assert int(four_k) == USABLE_GIB == 112 + 9  # seed 002 4.2: 112g for the container, 9 for the OS, 121 in all
+    assert four_k * 1024**3 / 1e9 == pytest.approx(130.66, abs=0.01)  # as decimal GB it would read 130.7, not 121
+    assert (round(0.80 * USABLE_GIB, 2), round(0.75 * USABLE_GIB, 2)) == (96.8, 90.75)  # seed 002 6.1 and 6.2
+    assert 2362232012 / 1024**3 == pytest.approx(2.2) and 11274289152 / 1024**3 == 10.5  # seed 000's KV sizes
+
+
+# ---------------------------------------------------------------------------------------------- the KV fit
+
+MINIMAX_SOURCES = {
+    f"$.model_config.{k}": "MiniMax-M2 config.json"
+    for k in ("num_hidden_layers", "num_key_value_heads", "head_dim", "torch_dtype")
+}
+MINIMAX = {"num_hidden_layers": 62, "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16"}
+
+
+def test_a_kv_cache_that_cannot_hold_one_sequence_is_refused_in_vllm_words(seed000: dict[str, Any]) -> None:
+    # seed 000's tp3 KV cache (2,362,232,012 bytes) with a model that needs 126,976 bytes per token per rank
+    document = edited(seed000, {"model_config": MINIMAX, "sources": MINIMAX_SOURCES})
+    errors, _ = outcome(document)
+    assert any(
+        "$.shapes.tp3-triangle.sizing.max_model_len: vLLM would refuse to start, after loading the weights: "
+        "To serve at least one request with the model's max seq len (1048576), ("
+        in p
+        and "GiB KV cache is needed, which is larger than the available KV cache memory (2.2 GiB)" in p
+        and "2 x 62 layers x 2 KV heads on the rank (of 8) x 128 x 2 bytes" in p
+        for p in errors
+    ), errors
+
+
+def test_a_kv_cache_that_holds_one_sequence_passes_silently(seed000: dict[str, Any]) -> None:
+    small = {"num_hidden_layers": 4, "num_key_value_heads": 1, "head_dim": 64, "torch_dtype": "bfloat16"}
+    sources = {"$.model_config": "a test model's config.json"}
+    errors, warnings = outcome(edited(seed000, {"model_config": small, "sources": sources}))
+    assert errors == [] and not any("checked only against a floor" in w for w in warnings)
+
+
+def test_model_numbers_must_cite_their_source(seed000: dict[str, Any]) -> None:
+    sources = {k: v for k, v in MINIMAX_SOURCES.items() if not k.endswith("head_dim")}
+    errors, _ = outcome(edited(seed000, {"model_config": MINIMAX, "sources": sources}))
+    assert any("$.model_config.head_dim: a model number without its source" in p for p in errors), errors
+
+
+def test_a_model_the_formula_does_not_cover_says_so(seed000: dict[str, Any]) -> None:
+    v4 = {"num_hidden_layers": 43, "num_key_value_heads": 1, "head_dim": 512}
+    document = edited(seed000, {"model_config": v4, "sources": {"$.model_config": "DeepSeek-V4 config.json"}})
+    document["model_config"]["kv_lora_rank"] = 448
+    errors, _ = outcome(document)
+    assert any("$.model_config: cannot size the KV cache" in p and "qk_rope_head_dim" in p for p in errors)
+    measured = {"kv_cache_bytes_per_token": 7359}
+    src = {"$.model_config.kv_cache_bytes_per_token": "vLLM log, 36.89 GiB / 5,382,503 tokens"}
+    errors, _ = outcome(edited(seed000, {"model_config": measured, "sources": src}))
+    assert any("(7.19 GiB KV cache is needed" in p and "(2.2 GiB)" in p for p in errors), errors
+
+
+def test_without_model_information_an_absurd_kv_cache_is_refused(seed000: dict[str, Any]) -> None:
+    # seed 000's tp3 size written in MiB instead of bytes: 2,252 "bytes" for a 1M context
+    errors, _ = outcome(edited(seed000, {"shapes/tp3-triangle/sizing/kv_cache_memory_bytes": 2252}))
+    assert any(
+        "$.shapes.tp3-triangle.sizing.kv_cache_memory_bytes" in p
+        and "less than one max_model_len sequence (1,048,576)" in p
+        and "add model_config" in p
+        for p in errors
+    ), errors
+
+
+def test_without_model_information_a_plausible_kv_cache_warns_what_is_missing(seed000: dict[str, Any]) -> None:
+    errors, warnings = outcome(seed000)
+    assert errors == []
+    assert any("checked only against a floor of 256 bytes per token" in w and "model_config" in w for w in warnings)
+
+
+# ------------------------------------------------------------------------------------ fabric and management
+
+
+def hosts(*pairs: tuple[str, str]) -> list[Host]:
+    return [
+        Host(f"spark-{i}", rank=i, fabric_address=fabric, head=i == 0, management_address=mgmt)
+        for i, (mgmt, fabric) in enumerate(pairs)
+    ]
+
+
+@pytest.mark.parametrize(
+    "pairs,bad",
+    [
+        ((("192.0.2.10", "198.51.100.10"), ("192.0.2.11", "198.51.100.11")), []),
+        ((("192.0.2.10", "192.0.2.10"), ("192.0.2.11", "198.51.100.11")), ["spark-0"]),
+        ((("192.0.2.10", "198.51.100.10"), ("192.0.2.11", "192.0.2.10")), ["spark-1"]),  # another host's
+        ((("spark-0.lan", "198.51.100.10"), ("spark-1.lan", "198.51.100.11")), []),  # names: not compared
+    ],
+)
+def test_fabric_and_management_addresses_differ(pairs: tuple[tuple[str, str], ...], bad: list[str]) -> None:
+    out = Collector("inventory")
+    check_hosts(hosts(*pairs), out)
+    found = [p.render() for p in out.errors if "management" in p.message]
+    assert len(found) == len(bad), found
+    for name in bad:
+        assert any(f"host {name}: dgxspark_fabric_address" in p and "seed 000" in p for p in found), found
+
+
+def test_fabric_on_management_can_be_waived() -> None:
+    out = Collector("inventory", waivers={"fabric-not-management": "one-port lab rig"})
+    check_hosts(hosts(("192.0.2.10", "192.0.2.10"), ("192.0.2.11", "198.51.100.11")), out)
+    assert out.errors == [] and "waived fabric-not-management (one-port lab rig)" in out.warnings[0].render()
