@@ -1100,16 +1100,18 @@ class Daemon:
                 raise ValueError("a request is a JSON object")
             command = request.get("command")
             now = self.clock()
+            # every answer carries the whole state, health included (the boot reads it from the phase switch)
             if command == "phase":
                 before = self.guard.phase
-                state = self.guard.set_phase(str(request.get("phase")), now)
-                answer: dict[str, Any] = {"ok": True, "changed": state["phase"] != before, "state": state}
+                self.guard.set_phase(str(request.get("phase")), now)
+                answer: dict[str, Any] = {"ok": True, "changed": self.guard.phase != before, "state": self.state(now)}
             elif command == "clear":
                 self.clock_skew = None  # reported until an operator looked
-                answer = {"ok": True, "state": self.guard.clear(now)}
+                self.guard.clear(now)
+                answer = {"ok": True, "state": self.state(now)}
             elif command == "trip":
                 decision = self.guard.trip(f"by hand: {request.get('reason') or 'no reason given'}", now)
-                answer = {"ok": True, "decision": decision["decision"], "state": self.guard.state(now)}
+                answer = {"ok": True, "decision": decision["decision"], "state": self.state(now)}
             elif command == "status":
                 answer = {"ok": True, "state": self.state(now)}
             else:

@@ -404,6 +404,14 @@ def test_the_state_says_what_a_preflight_needs(node: Callable, start: Callable) 
     ]
 
 
+def test_every_answer_carries_the_health(node: Callable, start: Callable) -> None:
+    """The boot reads the guard's state from the phase switch's answer: it has the health and the peers too."""
+    guard = start(node("a"))
+    for request in ({"command": "phase", "phase": "steady"}, {"command": "clear"}, {"command": "status"}):
+        state = guard.ask(request)["state"]
+        assert state["health"]["ok"] is True and state["peers"]["listen"] is None and state["pid"] == os.getpid()
+
+
 def test_a_listener_that_cannot_bind_is_reported_and_the_guard_goes_on(
     node: Callable, start: Callable, engine: Callable, write_meminfo: Callable
 ) -> None:
