@@ -7,11 +7,19 @@ filled in by validation) and container name, the memguard role's settings (by th
 this host's inventory name, every host of the play with its address and the guards' shared key. The
 daemon (roles/memguard/files/dgxspark_memguard.py) checks the file again before it is kept; the checks
 here name the role's variables and the profile's fields instead, and come before any node is touched.
+
+The values that the role also writes into the guard's systemd unit and its shell wrapper (the container's
+name, the node's Python, the install and configuration directories) must pass an allow-list here, so that
+none can carry a quote, a space, a ``%`` specifier or a new line into either file. The guards listen on
+this host's own address on the chosen network (never a wildcard) and take messages from the other hosts'
+addresses on it only; the unit's watchdog is worked out from the longest the guard's loop can be busy.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +31,20 @@ STATE_PATH = "/run/dgxspark-memguard/state.json"
 TRIP_PATH = "/var/lib/dgxspark-memguard/tripped.json"
 LOG_PATH = "/var/log/dgxspark-memguard/decisions.jsonl"
 CONTROL_SOCKET = "/run/dgxspark-memguard/control.sock"
+# The decision log is rotated past this size, keeping this many older files.
+LOG_MAX_BYTES = 16 * 1024 * 1024
+LOG_BACKUPS = 3
+# Where the guards reach each other: "management" is each host's ansible_host (its inventory name when it has
+# none, as Ansible connects), "fabric" its dgxspark_fabric_address (the plan's fabric address).
+NETWORKS = {"management": "ansible_host", "fabric": "dgxspark_fabric_address"}
+# Docker's rule for a container's name; paths the unit and the wrapper hold: absolute, these characters only.
+CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
+SAFE_PATH = re.compile(r"/[A-Za-z0-9_.+/-]*")
+PATH_SETTINGS = ("memguard_python", "memguard_install_dir", "memguard_config_dir", "memguard_docker_socket")
+# The longest the guard's loop is busy with one thing, and so the least its systemd watchdog may be: a trip
+# looks the container up (10 s), stops it (the stop timeout + 10 s), kills it if the stop did not answer
+# (10 s) and tells each peer (two tries of 1 s); with room to spare.
+WATCHDOG_BASE_S = 40
 # The profile's host fields a guard reads, by phase: floor (GiB), interval and grace (seconds).
 PHASE_FIELDS: dict[str, tuple[str, str, str]] = {
     "startup": ("startup_memguard_gib", "startup_memguard_interval_seconds", "startup_memguard_grace_seconds"),
@@ -39,7 +61,11 @@ SETTINGS = (
     "memguard_stop_timeout_seconds",
     "memguard_cluster_policy",
     "memguard_peer_port",
+    "memguard_peer_network",
     "memguard_docker_socket",
+    "memguard_python",
+    "memguard_install_dir",
+    "memguard_config_dir",
 )
 
 
@@ -65,8 +91,11 @@ def memguard_config(
     """This host's guard configuration.
 
     ``settings`` holds the role's variables of :data:`SETTINGS` by name. ``peers`` maps every host of the
-    play to its address (``ansible_host``; empty or null: the inventory name, as Ansible connects); this
-    host is left out, and with ``memguard_cluster_policy: local`` there are none. ``key`` is the guards'
+    play, this one included, to its address on ``memguard_peer_network`` (``ansible_host``, where empty or
+    null means the inventory name, as Ansible connects; or ``dgxspark_fabric_address``, which every host
+    must have). This host's address is where its guard listens (never a wildcard); the others' are where it
+    sends a trip and the only ones it takes one from. With ``memguard_cluster_policy: local`` there are
+    no peers and no listener. ``key`` is the guards'
     shared key, or None when there is none yet (``--check`` before the first run created it): the
     configuration then has an empty key and must not be written."""
     problems: list[str] = []
@@ -122,6 +151,21 @@ def memguard_config(
         problems.append(
             f"memguard_container: no container to guard (the profile's container.name is {container_name!r})"
         )
+    elif not CONTAINER_NAME.fullmatch(container):
+        problems.append(
+            f"memguard_container: expected a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]+, the name the unit "
+            f"and the guard use), found {container!r}"
+        )
+    for name in PATH_SETTINGS:
+        value = settings[name]
+        if not isinstance(value, str) or not SAFE_PATH.fullmatch(value) or "/../" in f"{value}/":
+            problems.append(
+                f"{name}: expected an absolute path of letters, digits and _ . + - / only (it is written into the "
+                f"guard's systemd unit and shell wrapper), found {value!r}"
+            )
+    network = settings["memguard_peer_network"]
+    if network not in NETWORKS:
+        problems.append(f"memguard_peer_network: expected one of {', '.join(NETWORKS)}, found {network!r}")
     emergency_bytes = int(emergency_gib * GIB)
     over = [phase for phase, values in phases.items() if emergency_bytes >= values["floor_bytes"]]
     if over:
@@ -131,6 +175,18 @@ def memguard_config(
             f"lower it, or raise {' and '.join(PHASE_FIELDS[p][0] for p in over)}"
         )
     stop_all = policy == "stop-all"
+    addresses = _addresses({host: None, **peers}, network) if stop_all and network in NETWORKS else {}
+    for name, address in sorted(addresses.items()):
+        if address is None:
+            problems.append(
+                f"{name}: no {NETWORKS[str(network)]}, the address its guard uses with memguard_peer_network "
+                f"{network} (set it, or choose the other network)"
+            )
+        elif name == host and _is_wildcard(address):
+            problems.append(
+                f"{NETWORKS[str(network)]} {address!r}: the guard listens on this host's own address only, never on "
+                "every address (a wildcard)"
+            )
     if stop_all and key is not None and len(key) < KEY_MIN_LENGTH:
         problems.append(
             f"memguard_peer_key: the guards' shared key needs at least {KEY_MIN_LENGTH} characters, "
@@ -148,17 +204,45 @@ def memguard_config(
         "emergency_floor_bytes": emergency_bytes,
         "psi_full_avg10_max": psi if psi > 0 else None,
         "cluster_policy": policy,
-        "peer_listen": {"address": "0.0.0.0", "port": port} if stop_all else None,
+        "peer_listen": {"address": addresses[host], "port": port} if stop_all else None,
         "peers": [
-            {"host": name, "address": str(address or name), "port": port}
-            for name, address in sorted(peers.items())
+            {"host": name, "address": address, "port": port}
+            for name, address in sorted(addresses.items())
             if name != host
-        ]
-        if stop_all
-        else [],
+        ],
         "peer_key": key or "",
         "state_path": STATE_PATH,
         "trip_path": TRIP_PATH,
         "log_path": LOG_PATH,
+        "log_max_bytes": LOG_MAX_BYTES,
+        "log_backups": LOG_BACKUPS,
         "control_socket": CONTROL_SOCKET,
+        "watchdog_s": watchdog_seconds(stop_timeout, len(addresses) - 1 if stop_all else 0),
     }
+
+
+def watchdog_seconds(stop_timeout_s: float, peer_count: int) -> int:
+    """The unit's ``WatchdogSec``: more than the longest the guard's loop can be busy (a trip: lookup, stop,
+    kill, and two tries per peer), so that only a guard that hangs is restarted."""
+    return int(math.ceil(WATCHDOG_BASE_S + stop_timeout_s + 2 * max(peer_count, 0)))
+
+
+def _addresses(peers: Mapping[str, Any], network: str) -> dict[str, str | None]:
+    """Every host's address on ``network``, as text; None where a fabric address is missing (a management
+    address falls back to the inventory name, as Ansible connects)."""
+    found: dict[str, str | None] = {}
+    for name, address in peers.items():
+        if address in (None, "") or not isinstance(address, str):
+            found[str(name)] = str(name) if network == "management" and address in (None, "") else None
+        else:
+            found[str(name)] = address.strip()
+    return found
+
+
+def _is_wildcard(address: str) -> bool:
+    if address.strip("[] ") in ("", "*"):
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_unspecified
+    except ValueError:
+        return False

@@ -24,14 +24,28 @@ grace; below the emergency floor it trips at once. A dip is a dip: switching pha
 start and judges it by the new phase's floor and grace. A startup phase that outlasts its wait is
 recorded as overdue and continues as steady (a slow load is not killed for being slow).
 
-Phase switches, clears and status requests come over a Unix socket and are applied between two
-samples by the one thread that samples, so the answer a client gets is the state after the change:
-race-free. With peers configured, a trip is sent to the other ranks' guards over TCP (HMAC-signed with
-a shared key) and each of them stops its own rank too, since survivors would hang in NCCL.
+The serving container is found by its name AND the collection's label (``dgxspark.cluster.rank``) and
+stopped by its full ID, so a name Docker could read as another container's ID prefix stops nothing.
 
-Every decision is one JSON line in the decision log, with the samples that led to it; the state
-(phase, last sample, trips) is rewritten atomically in the state file on every sample. Standard library
-only: it runs on the nodes, with their system Python.
+One thread does everything, with the sampling clock in charge: it waits on a selector for the control
+socket, the peer listener and their open connections, never longer than the next sample, and each
+connection only ever gets what is already there (non-blocking), a size cap and one overall deadline.
+No client, however slow, holds up a sample. Phase switches, clears and status requests come over the
+Unix socket and are applied between two samples, so the answer a client gets is the state after the
+change: race-free.
+
+With peers configured, a trip is sent to the other ranks' guards over TCP (HMAC-signed with a shared
+key, dated, with a nonce) and each of them stops its own rank too, since survivors would hang in NCCL.
+The listener binds only the address the configuration names (never a wildcard) and talks only to the
+planned peers' addresses. A replayed message is refused; a signed message dated outside the allowed
+clock skew is refused and reported (a record, and in the state file). Rejections are rate-limited and
+carry no samples.
+
+Every decision is one JSON line in the decision log (rotated by size), with the samples that led to it;
+the state (phase, last sample, trips, health) is rewritten atomically in the state file on every sample.
+A failed write (disk full, EIO) is counted and reported, never fatal. Under systemd (``Type=notify``)
+the loop sends ``READY=1`` and then ``WATCHDOG=1`` at every sample. Standard library only: it runs on
+the nodes, with their system Python.
 """
 
 from __future__ import annotations
@@ -41,10 +55,13 @@ import collections
 import hashlib
 import hmac
 import http.client
+import ipaddress
 import json
 import math
 import os
-import select
+import re
+import secrets
+import selectors
 import signal
 import socket
 import sys
@@ -60,6 +77,29 @@ HISTORY_MIN = 40  # samples kept for the record of a decision: at least this, an
 HISTORY_MAX = 1000
 STOP_RETRY_S = 5.0  # a stop that failed (engine not answering) is tried again this often
 IDLE_INTERVAL = 2.0
+# The label the collection's plan puts on every rank: a container without it is never stopped.
+RANK_LABEL = "dgxspark.cluster.rank"
+# Docker's own rule for container names; anything else is refused by the configuration check.
+CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
+CONTAINER_ID = re.compile(r"[0-9a-f]{64}")
+# Connections: what one may send, for how long, and how many may be open at once. A peer's message is
+# one short JSON line; a control request is one shorter still.
+PEER_MESSAGE_MAX = 4096
+CONTROL_MESSAGE_MAX = 4096
+PEER_DEADLINE_S = 2.0
+CONTROL_DEADLINE_S = 5.0
+MAX_CONNECTIONS = 16
+PEER_REASON_MAX = 1000  # characters of a trip's reason sent to the peers
+PEER_MAX_SKEW_S = 120.0  # a peer's message dated further than this from our clock is refused (and reported)
+NONCES_KEPT = 4096  # the nonces of the signed messages seen in the last PEER_MAX_SKEW_S, at most
+PEER_BIND_RETRY_S = 10.0  # a listener that could not bind (the address not up yet) tries again this often
+# Rejected connections: at most REJECTIONS_BURST records per REJECTIONS_WINDOW_S; the rest are counted.
+REJECTIONS_BURST = 5
+REJECTIONS_WINDOW_S = 60.0
+# The decision log is rotated past this size, keeping this many older files (.1 the newest).
+LOG_MAX_BYTES = 16 * 1024 * 1024
+LOG_BACKUPS = 3
+WILDCARDS = ("", "*", "0.0.0.0", "::", "[::]")
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -110,15 +150,24 @@ class Config:
         psi = data.get("psi_full_avg10_max")
         self.psi_full_avg10_max: float | None = None if psi is None else number("psi_full_avg10_max", data)
         self.container = str(data.get("container", "vllm_dsv41"))
+        if not CONTAINER_NAME.fullmatch(self.container):
+            problems.append(
+                f"container: expected a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]+), found {self.container!r}"
+            )
         self.docker_socket = str(data.get("docker_socket", "/var/run/docker.sock"))
         self.stop_timeout_s = number("stop_timeout_s", data, default=5)
         self.host = str(data.get("host") or socket.gethostname())
         self.state_path = str(data.get("state_path", "/run/dgxspark-memguard/state.json"))
         self.trip_path = str(data.get("trip_path", "/var/lib/dgxspark-memguard/tripped.json"))
         self.log_path = str(data.get("log_path", "/var/log/dgxspark-memguard/decisions.jsonl"))
+        self.log_max_bytes = int(number("log_max_bytes", data, default=LOG_MAX_BYTES))
+        self.log_backups = int(number("log_backups", data, default=LOG_BACKUPS))
         self.control_socket = str(data.get("control_socket", "/run/dgxspark-memguard/control.sock"))
         self.meminfo_path = str(data.get("meminfo_path", "/proc/meminfo"))
         self.psi_path = str(data.get("psi_path", "/proc/pressure/memory"))
+        watchdog = data.get("watchdog_s")
+        self.watchdog_s: float | None = None if watchdog is None else number("watchdog_s", data)
+        self.peer_max_skew_s = number("peer_max_skew_s", data, default=PEER_MAX_SKEW_S)
         self.peers = data.get("peers", [])
         if not isinstance(self.peers, list):
             problems.append(f"peers: expected a list, found {self.peers!r}")
@@ -132,10 +181,14 @@ class Config:
             ):
                 problems.append(f"peers[{index}]: expected {{host, address, port 1-65535}}, found {peer!r}")
         self.peer_listen = data.get("peer_listen")  # {"address": ..., "port": ...} or None
-        if self.peer_listen is not None and not (
-            isinstance(self.peer_listen, dict) and _is_port(self.peer_listen.get("port"))
-        ):
-            problems.append(f"peer_listen: expected {{address, port 1-65535}}, found {self.peer_listen!r}")
+        if self.peer_listen is not None:
+            if not (isinstance(self.peer_listen, dict) and _is_port(self.peer_listen.get("port"))):
+                problems.append(f"peer_listen: expected {{address, port 1-65535}}, found {self.peer_listen!r}")
+            elif not isinstance(self.peer_listen.get("address"), str) or _is_wildcard(self.peer_listen["address"]):
+                problems.append(
+                    "peer_listen.address: expected this node's own address (fabric or management), "
+                    f"never a wildcard, found {self.peer_listen.get('address')!r}"
+                )
         self.peer_key = str(data.get("peer_key", ""))
         self.cluster_policy = str(data.get("cluster_policy", "stop-all"))
         if self.cluster_policy not in ("stop-all", "local"):
@@ -157,6 +210,37 @@ class Config:
 
 def _is_port(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
+
+
+def _is_wildcard(address: str) -> bool:
+    """Whether ``address`` would listen on every address of the node (empty, ``*``, 0.0.0.0, ::)."""
+    if address.strip() in WILDCARDS:
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_unspecified
+    except ValueError:
+        return False  # a name: resolved when the listener binds, and refused there if it is a wildcard
+
+
+def _ip(address: str) -> str:
+    """An IP address as one spelling (an IPv4-mapped IPv6 address as its IPv4 address)."""
+    parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    return str(parsed)
+
+
+def resolve(address: str, port: int = 0) -> list[tuple[int, str]]:
+    """(family, IP) for ``address`` (an IP, or a name resolved here), IPv4 first; [] when it does not resolve."""
+    try:
+        infos = socket.getaddrinfo(address.strip("[]"), port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    found: list[tuple[int, str]] = []
+    for family, _type, _proto, _name, sockaddr in sorted(infos, key=lambda info: info[0] != socket.AF_INET):
+        if family in (socket.AF_INET, socket.AF_INET6) and (family, sockaddr[0]) not in found:
+            found.append((family, str(sockaddr[0])))
+    return found
 
 
 # ----------------------------------------------------------------------------- reading the node
@@ -205,37 +289,74 @@ class _UnixHTTP(http.client.HTTPConnection):
 
 
 class DockerStopper:
-    """Stops one container through the Docker Engine API: ``stop`` (SIGTERM, then SIGKILL after the
-    timeout, done by the engine), and ``kill`` when the engine does not answer the stop in time."""
+    """Stops the serving container through the Docker Engine API.
 
-    def __init__(self, socket_path: str, container: str, timeout_s: float) -> None:
+    The container is looked up first, by its exact name AND the collection's rank label, and then stopped
+    by its full ID: ``stop`` (SIGTERM, then SIGKILL after the timeout, done by the engine), and ``kill``
+    when the engine does not answer the stop in time. Never by name: a name that is all hex and matches no
+    container makes Docker fall back to an ID-prefix match, which could stop another container."""
+
+    def __init__(self, socket_path: str, container: str, timeout_s: float, label: str = RANK_LABEL) -> None:
         self.socket_path = socket_path
         self.container = container
         self.timeout_s = timeout_s
+        self.label = label
 
-    def _post(self, url: str, timeout: float) -> int:
+    def _request(self, method: str, url: str, timeout: float) -> tuple[int, bytes]:
         connection = _UnixHTTP(self.socket_path, timeout)
         try:
-            connection.request("POST", url)
+            connection.request(method, url)
             response = connection.getresponse()
-            response.read()
-            return response.status
+            return response.status, response.read(4 * 1024 * 1024)
         finally:
             connection.close()
 
+    def find(self) -> tuple[str | None, str]:
+        """(the full ID of the container named ``container`` with the label, or None; what was found)."""
+        filters = quote(json.dumps({"name": [self.container], "label": [self.label]}), safe="")
+        status, body = self._request("GET", f"/containers/json?all=1&filters={filters}", 10)
+        if status != 200:
+            raise ValueError(f"the engine answered HTTP {status} to the list of containers")
+        try:
+            listed = json.loads(body.decode())
+        except (UnicodeDecodeError, ValueError):
+            raise ValueError("the engine's list of containers is not JSON") from None
+        if not isinstance(listed, list):
+            raise ValueError("the engine's list of containers is not a list")
+        # the engine's name filter matches parts of names: only the exact name counts, and only with the label
+        named = [c for c in listed if isinstance(c, dict) and f"/{self.container}" in (c.get("Names") or [])]
+        ours = [c for c in named if self.label in (c.get("Labels") or {})]
+        if not ours:
+            if named:
+                return None, f"container {self.container} has no {self.label} label: left alone"
+            return None, "no such container"
+        ident = str(ours[0].get("Id", ""))
+        if not CONTAINER_ID.fullmatch(ident):
+            raise ValueError(f"the engine gave container {self.container} an ID that is not 64 hex digits")
+        return ident, "found"
+
     def stop(self) -> dict[str, Any]:
-        name = quote(self.container, safe="")
         started = time.monotonic()
         try:
-            status = self._post(f"/containers/{name}/stop?t={int(self.timeout_s)}", self.timeout_s + 10)
+            ident, found = self.find()
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            return {"action": "stop", "ok": False, "error": f"find: {error}"}
+        if ident is None:
+            # nothing of ours to stop; a container of that name without the label is someone else's
+            return {"action": "stop", "ok": found == "no such container", "outcome": found}
+        try:
+            status, _body = self._request(
+                "POST", f"/containers/{ident}/stop?t={int(self.timeout_s)}", self.timeout_s + 10
+            )
         except (OSError, http.client.HTTPException) as error:
             try:
-                status = self._post(f"/containers/{name}/kill", 10)
+                status, _body = self._request("POST", f"/containers/{ident}/kill", 10)
             except (OSError, http.client.HTTPException) as kill_error:
-                return {"action": "stop", "ok": False, "error": f"stop: {error}; kill: {kill_error}"}
+                return {"action": "stop", "ok": False, "id": ident, "error": f"stop: {error}; kill: {kill_error}"}
             return {
                 "action": "kill",
                 "ok": status in (204, 304, 409),
+                "id": ident,
                 "status": status,
                 "error": f"stop did not answer: {error}",
                 "seconds": round(time.monotonic() - started, 3),
@@ -244,6 +365,7 @@ class DockerStopper:
         return {
             "action": "stop",
             "ok": status in (204, 304, 404),
+            "id": ident,
             "status": status,
             "outcome": outcome,
             "seconds": round(time.monotonic() - started, 3),
@@ -253,18 +375,50 @@ class DockerStopper:
 # ----------------------------------------------------------------------------- peers
 
 
+class ClockSkew(ValueError):
+    """A message signed with the right key, dated outside the allowed skew: a peer's clock is off (or a
+    replay of an old message). Refused like any other, and reported: a real trip may be behind it."""
+
+    def __init__(self, message: dict[str, Any], skew_s: float, allowed_s: float) -> None:
+        self.message = message
+        self.skew_s = skew_s
+        where = "behind" if skew_s > 0 else "ahead of"
+        super().__init__(
+            f"stale or undated: dated {abs(skew_s):.0f} s {where} our clock (allowed {allowed_s:g} s): "
+            "clock skew between the nodes, or a replay"
+        )
+
+
 def sign(key: str, body: dict[str, Any]) -> str:
     payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     return hmac.new(key.encode(), payload, hashlib.sha256).hexdigest()
 
 
-def peer_message(key: str, host: str, reason: str, now: float) -> bytes:
-    body = {"type": "peer-trip", "from": host, "reason": reason, "time": now}
+def peer_message(key: str, host: str, reason: str, now: float, nonce: str | None = None) -> bytes:
+    """A signed ``peer-trip`` line, dated ``now`` (wall clock) and carrying a fresh random nonce."""
+    body = {
+        "type": "peer-trip",
+        "from": host,
+        "reason": reason[:PEER_REASON_MAX],
+        "time": now,
+        "nonce": nonce or secrets.token_hex(16),
+    }
     return (json.dumps({**body, "mac": sign(key, body)}) + "\n").encode()
 
 
-def check_peer_message(key: str, raw: bytes, now: float, max_age_s: float = 120) -> dict[str, Any]:
-    """The message's body when it is a fresh peer-trip signed with ``key``; raises ValueError otherwise."""
+def check_peer_message(
+    key: str,
+    raw: bytes,
+    now: float,
+    max_age_s: float = PEER_MAX_SKEW_S,
+    seen: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """The message's body when it is a fresh peer-trip signed with ``key``; raises ValueError otherwise
+    (:class:`ClockSkew` for a signed message dated more than ``max_age_s`` from ``now``).
+
+    ``seen`` maps the nonces already taken to when they can be forgotten (their date plus ``max_age_s``:
+    older messages are refused for their date anyway); a nonce in it is a replay. A message taken adds
+    its nonce."""
     try:
         message = json.loads(raw.decode())
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -280,23 +434,44 @@ def check_peer_message(key: str, raw: bytes, now: float, max_age_s: float = 120)
         raise ValueError("bad signature")
     if message.get("type") != "peer-trip":
         raise ValueError(f"unknown type {message.get('type')!r}")
+    nonce = message.get("nonce")
+    if not isinstance(nonce, str) or not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
+        raise ValueError("no nonce (a guard of an older version?)")
+    if not isinstance(message.get("from"), str) or not isinstance(message.get("reason"), str):
+        raise ValueError("no sender or no reason")
     sent = message.get("time")
     if isinstance(sent, bool) or not isinstance(sent, (int, float)) or not math.isfinite(sent):
         raise ValueError("stale or undated")
     if abs(now - sent) > max_age_s:
-        raise ValueError("stale or undated")
+        raise ClockSkew(message, now - sent, max_age_s)
+    if seen is not None:
+        for old in [n for n, until in seen.items() if until < now]:
+            del seen[old]
+        if nonce in seen:
+            raise ValueError(f"replayed (nonce {nonce[:8]}… already taken)")
+        while len(seen) >= NONCES_KEPT:
+            del seen[min(seen, key=seen.__getitem__)]
+        seen[nonce] = sent + max_age_s
     return message
 
 
-def send_to_peers(peers: list[dict[str, Any]], data: bytes, timeout: float = 1.0) -> list[dict[str, Any]]:
+def send_to_peers(
+    peers: list[dict[str, Any]], data: bytes, timeout: float = 1.0, source: str | None = None
+) -> list[dict[str, Any]]:
+    """Send ``data`` to every peer (two tries each); from ``source`` when given (the address the peers
+    accept us from, so that routing cannot pick another)."""
     results = []
     for peer in peers:
         outcome: dict[str, Any] = {"host": peer.get("host"), "ok": False}
         for _attempt in range(2):
             try:
-                with socket.create_connection((peer["address"], int(peer["port"])), timeout=timeout) as sock:
+                address = (peer["address"], int(peer["port"]))
+                with socket.create_connection(
+                    address, timeout=timeout, source_address=(source, 0) if source else None
+                ) as sock:
                     sock.sendall(data)
                 outcome["ok"] = True
+                outcome.pop("error", None)
                 break
             except OSError as error:
                 outcome["error"] = str(error)
@@ -463,8 +638,10 @@ class Guard:
     def _when(self, now: float) -> float:
         return self.wall() if self.wall is not None else now
 
-    def _decision(self, kind: str, now: float, reason: str, **extra: Any) -> dict[str, Any]:
-        return {
+    def _decision(self, kind: str, now: float, reason: str, samples: bool = True, **extra: Any) -> dict[str, Any]:
+        """A record; ``samples=False`` leaves the sample history out (records anyone on the network can
+        cause, such as a rejected connection, stay small)."""
+        decision = {
             "decision": kind,
             "time": self._when(now),
             "host": self.config.host,
@@ -473,6 +650,9 @@ class Guard:
             "samples": list(self.samples),
             **extra,
         }
+        if not samples:
+            del decision["samples"]
+        return decision
 
     def state(self, now: float) -> dict[str, Any]:
         phase = self.config.phases.get(self.phase)
@@ -496,6 +676,35 @@ def _gib(value: int) -> str:
     return f"{value / GIB:.2f} GiB"
 
 
+# ----------------------------------------------------------------------------- systemd
+
+
+def sd_notify(message: str, path: str | None = None) -> bool:
+    """Tell systemd ``message`` (``READY=1``, ``WATCHDOG=1``, ``STOPPING=1``...): one datagram to the
+    ``$NOTIFY_SOCKET`` of a ``Type=notify`` unit (``@name`` is an abstract socket). Standard library only.
+    False, never an exception, when there is no such socket (not run by systemd) or it does not answer."""
+    path = os.environ.get("NOTIFY_SOCKET") if path is None else path
+    if not path:
+        return False
+    if path.startswith("@"):
+        path = "\0" + path[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(path)
+            sock.sendall(message.encode())
+    except OSError:
+        return False
+    return True
+
+
+def _watchdog_from_environment() -> float | None:
+    """The unit's WatchdogSec, as systemd hands it to the service (``WATCHDOG_USEC``)."""
+    try:
+        return int(os.environ["WATCHDOG_USEC"]) / 1e6
+    except (KeyError, ValueError):
+        return None
+
+
 # ----------------------------------------------------------------------------- the daemon
 
 
@@ -506,15 +715,52 @@ def _write_atomic(path: str, data: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+class RateLimit:
+    """At most ``burst`` events per ``window_s`` seconds; the ones refused are counted in ``suppressed``."""
+
+    def __init__(self, burst: int, window_s: float) -> None:
+        self.burst = burst
+        self.window_s = window_s
+        self.times: collections.deque[float] = collections.deque()
+        self.suppressed = 0
+
+    def allow(self, now: float) -> bool:
+        while self.times and now - self.times[0] >= self.window_s:
+            self.times.popleft()
+        if len(self.times) < self.burst:
+            self.times.append(now)
+            return True
+        self.suppressed += 1
+        return False
+
+
+class _Connection:
+    """An open client connection: what it sent so far, its size cap and its one overall deadline."""
+
+    def __init__(self, sock: socket.socket, kind: str, address: str, deadline: float, limit: int) -> None:
+        self.sock = sock
+        self.kind = kind  # "control" or "peer"
+        self.address = address
+        self.deadline = deadline
+        self.limit = limit
+        self.data = bytearray()
+
+
 class Daemon:
     def __init__(
         self, config: Config, clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
-        """``clock`` (wall time) dates the records and the peers' messages; ``monotonic`` times the grace
-        and the samples, so a clock step (NTP, chrony) neither stalls the guard nor stretches a dip."""
+        """``clock`` (wall time) dates the records and the peers' messages; ``monotonic`` times the grace,
+        the samples and the connections' deadlines, so a clock step (NTP, chrony) neither stalls the guard
+        nor stretches a dip."""
         self.config = config
         self.wall = clock
         self.clock = monotonic
+        self.started = clock()
+        self.notify_socket = os.environ.get("NOTIFY_SOCKET")
+        self.watchdog_s = config.watchdog_s or _watchdog_from_environment()
+        self.write_errors = 0
+        self.write_problems: dict[str, str] = {}  # what could not be written -> why, until a write succeeds
         for path in (config.state_path, config.trip_path, config.log_path, config.control_socket):
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         tripped = None
@@ -523,7 +769,14 @@ class Daemon:
                 tripped = json.load(handle)
         except (OSError, ValueError):
             tripped = None
-        self.log = open(config.log_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - held open
+        if not isinstance(tripped, dict):
+            tripped = None
+        self.log: Any = None
+        self.log_size = 0
+        try:
+            self._open_log()
+        except OSError as error:
+            self._write_failed("decision log", error)
         stopper = DockerStopper(config.docker_socket, config.container, config.stop_timeout_s)
         self.guard = Guard(
             config,
@@ -535,19 +788,46 @@ class Daemon:
             tripped,
             wall=clock,
         )
-        self._restore_phase()
+        self.nonces: dict[str, float] = {}  # the peers' nonces taken, until they would be refused as stale
+        self.rejections: dict[str, Any] = {"total": 0, "last": None}
+        self.rejection_limit = RateLimit(REJECTIONS_BURST, REJECTIONS_WINDOW_S)
+        self.clock_skew: dict[str, Any] | None = None
+        self._restore()
         self.running = True
+        self.selector = selectors.DefaultSelector()
+        self.connections: dict[socket.socket, _Connection] = {}
         self.control = self._listen_unix(config.control_socket)
-        self.peer_server = self._listen_tcp(config.peer_listen) if config.peer_listen else None
+        self.selector.register(self.control, selectors.EVENT_READ, "control")
+        self.peer_server: socket.socket | None = None
+        self.listen_ip: str | None = None
+        self.listen_state: dict[str, Any] | None = None
+        self.allowed: dict[str, set[str]] = {}  # a planned peer's IP -> its host names
+        self.unresolved: list[str] = []
+        self.listen_address: tuple[int, str] | None = None  # (family, IP) the listener binds
+        self.next_peer_retry = 0.0
+        self.bind_reported = False
+        self._resolve_peers()
+        if config.peer_listen:
+            self._bind_peer(self.clock())
 
-    def _restore_phase(self) -> None:
+    # ---------------------------------------------------------------- set-up
+    def _restore(self) -> None:
         """A guard restarted while the node serves (a new configuration, a crash) keeps guarding in the
-        phase it was in: the state file lives in /run, so after a reboot it starts idle."""
+        phase it was in, and still refuses the peers' messages it took: the state file lives in /run, so
+        after a reboot it starts idle."""
         try:
             with open(self.config.state_path, encoding="utf-8") as handle:
-                phase = json.load(handle).get("phase")
-        except (OSError, ValueError, AttributeError):
+                state = json.load(handle)
+        except (OSError, ValueError):
             return
+        if not isinstance(state, dict):
+            return
+        nonces = (state.get("peers") or {}).get("nonces") if isinstance(state.get("peers"), dict) else None
+        if isinstance(nonces, dict):
+            self.nonces = {
+                str(n): float(t) for n, t in nonces.items() if isinstance(t, (int, float)) and not isinstance(t, bool)
+            }
+        phase = state.get("phase")
         if phase in PHASES and phase != "idle":
             self.guard.set_phase(phase, self.clock())
 
@@ -561,78 +841,337 @@ class Daemon:
         server.bind(path)
         os.chmod(path, 0o600)
         server.listen(8)
+        server.setblocking(False)
         return server
 
-    @staticmethod
-    def _listen_tcp(listen: dict[str, Any]) -> socket.socket:
-        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind((str(listen.get("address", "0.0.0.0")), int(listen["port"])))
-        server.listen(16)
-        return server
+    def _resolve_peers(self) -> None:
+        """The planned peers' addresses (the only ones a connection is taken from) and the listener's, resolved
+        once, at start (names may wait on DNS: never in the loop). What does not resolve is reported in the
+        state; a restart of the guard resolves again."""
+        for peer in self.config.peers:
+            found = resolve(str(peer["address"]))
+            if not found:
+                self.unresolved.append(f"{peer.get('host')} ({peer['address']})")
+            for _family, ip in found:
+                self.allowed.setdefault(_ip(ip), set()).add(str(peer.get("host") or peer["address"]))
+        if self.config.peer_listen:
+            address = str(self.config.peer_listen["address"])
+            found = resolve(address)
+            self.listen_address = found[0] if found else None
+            self.listen_state = {
+                "address": address,
+                "ip": found[0][1] if found else None,
+                "port": int(self.config.peer_listen["port"]),
+                "listening": False,
+                "error": None if found else f"{address} does not resolve",
+            }
 
-    def record(self, decision: dict[str, Any]) -> None:
-        self.log.write(json.dumps(decision) + "\n")
-        if decision["decision"] == "trip":
-            _write_atomic(self.config.trip_path, self.guard.tripped or {})
-        elif decision["decision"] == "clear":
+    def _bind_peer(self, now: float) -> None:
+        """Bind the listener to the configured address (that one only, never a wildcard). A failure (the
+        address not up yet, the port taken) is reported, in the state and once in the log, and tried again
+        every PEER_BIND_RETRY_S; the guard keeps guarding its own node meanwhile."""
+        self.next_peer_retry = now + PEER_BIND_RETRY_S
+        assert self.listen_state is not None
+        before = self.listen_state["error"]
+        port = self.listen_state["port"]
+        if self.listen_address is None:
+            error = self.listen_state["error"]
+        elif ipaddress.ip_address(self.listen_address[1].split("%", 1)[0]).is_unspecified:
+            error = f"{self.listen_state['address']} is a wildcard: refused, the guard listens on one address only"
+        else:
+            family, ip = self.listen_address
+            server = socket.socket(family, socket.SOCK_STREAM)
             try:
-                os.unlink(self.config.trip_path)
-            except FileNotFoundError:
-                pass
+                server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                server.bind((ip, port))
+                server.listen(16)
+                server.setblocking(False)
+            except OSError as bind_error:
+                server.close()
+                error = f"cannot listen on {ip} port {port}: {bind_error}"
+            else:
+                error = None
+                self.peer_server, self.listen_ip = server, ip
+                self.selector.register(server, selectors.EVENT_READ, "peer")
+        self.listen_state.update(listening=error is None, error=error)
+        if error is not None and (error != before or not self.bind_reported):
+            self.bind_reported = True
+            self.record(self.guard._decision("peer-listen-failed", now, error, samples=False))
+        elif error is None and self.bind_reported:
+            self.record(self.guard._decision("peer-listen", now, f"listening on {ip} port {port}", samples=False))
 
-    def notify_peers(self, reason: str, now: float) -> list[dict[str, Any]]:
-        return send_to_peers(self.config.peers, peer_message(self.config.peer_key, self.config.host, reason, now))
+    # ---------------------------------------------------------------- writing
+    def _open_log(self) -> None:
+        self.log = open(self.config.log_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - held open
+        self.log_size = os.fstat(self.log.fileno()).st_size
 
-    def write_state(self, now: float) -> None:
-        _write_atomic(self.config.state_path, {**self.guard.state(now), "pid": os.getpid()})
-
-    def handle_control(self) -> None:
-        connection, _address = self.control.accept()
-        with connection:
-            connection.settimeout(2)
+    def _close_log(self) -> None:
+        if self.log is not None:
             try:
-                request = json.loads(_read_line(connection))
-                if not isinstance(request, dict):
-                    raise ValueError("a request is a JSON object")
-                command = request.get("command")
-                now = self.clock()
-                if command == "phase":
-                    before = self.guard.phase
-                    state = self.guard.set_phase(str(request.get("phase")), now)
-                    answer: dict[str, Any] = {"ok": True, "changed": state["phase"] != before, "state": state}
-                elif command == "clear":
-                    answer = {"ok": True, "state": self.guard.clear(now)}
-                elif command == "trip":
-                    decision = self.guard.trip(f"by hand: {request.get('reason') or 'no reason given'}", now)
-                    answer = {"ok": True, "decision": decision["decision"], "state": self.guard.state(now)}
-                elif command == "status":
-                    answer = {"ok": True, "state": self.guard.state(now)}
-                else:
-                    answer = {"ok": False, "error": f"unknown command {command!r}"}
-                self.write_state(now)
-            except (ValueError, OSError, TypeError, RecursionError) as error:
-                answer = {"ok": False, "error": str(error)}
-            try:
-                connection.sendall((json.dumps(answer) + "\n").encode())
+                self.log.close()
             except OSError:
                 pass
+        self.log = None
 
-    def handle_peer(self) -> None:
-        connection, address = self.peer_server.accept()  # type: ignore[union-attr]
-        with connection:
-            connection.settimeout(2)
+    def _rotate_log(self) -> None:
+        """decisions.jsonl -> .1 -> .2 ... (the oldest beyond log_backups is overwritten), then a new one."""
+        self._close_log()
+        path = self.config.log_path
+        for index in range(self.config.log_backups - 1, 0, -1):
+            if os.path.exists(f"{path}.{index}"):
+                os.replace(f"{path}.{index}", f"{path}.{index + 1}")
+        os.replace(path, f"{path}.1")
+        self._open_log()
+
+    def _write_failed(self, what: str, error: OSError) -> None:
+        """A write that failed (disk full, EIO) is counted and reported in the state, never fatal."""
+        self.write_errors += 1
+        self.write_problems[what] = f"{error.strerror or error}" + (f" ({error.filename})" if error.filename else "")
+
+    def record(self, decision: dict[str, Any]) -> None:
+        line = json.dumps(decision) + "\n"
+        try:
+            if self.log is None:
+                self._open_log()
+            if self.log_size > 0 and self.log_size + len(line) > self.config.log_max_bytes:
+                self._rotate_log()
+            self.log.write(line)
+            self.log_size += len(line.encode())
+            self.write_problems.pop("decision log", None)
+        except OSError as error:
+            self._write_failed("decision log", error)
+            self._close_log()  # opened again at the next record
+        try:
+            if decision["decision"] == "trip":
+                _write_atomic(self.config.trip_path, self.guard.tripped or {})
+                self.write_problems.pop("trip file", None)
+            elif decision["decision"] == "clear":
+                try:
+                    os.unlink(self.config.trip_path)
+                except FileNotFoundError:
+                    pass
+        except OSError as error:
+            self._write_failed("trip file", error)
+
+    def notify_peers(self, reason: str, now: float) -> list[dict[str, Any]]:
+        data = peer_message(self.config.peer_key, self.config.host, reason, now)
+        return send_to_peers(self.config.peers, data, source=self.listen_ip if self.peer_server else None)
+
+    def health(self) -> dict[str, Any]:
+        """What a preflight needs to tell a guard that works from one that does not: the problems it has
+        now (listener, peers, writes, a peer's clock), its watchdog and when its state is stale."""
+        problems = []
+        if self.listen_state and not self.listen_state["listening"]:
+            problems.append(f"peer listener: {self.listen_state['error']}")
+        if self.unresolved:
+            problems.append(f"peers that do not resolve (their trips are refused): {', '.join(self.unresolved)}")
+        problems += [f"writing the {what}: {why}" for what, why in sorted(self.write_problems.items())]
+        if self.clock_skew:
+            problems.append(
+                f"clock skew with {self.clock_skew['from']}: {self.clock_skew['skew_s']:+.0f} s "
+                f"(allowed {self.clock_skew['allowed_s']:g} s): its trip was refused"
+            )
+        intervals = [IDLE_INTERVAL] + [p.interval_s for p in self.config.phases.values()]
+        return {
+            "ok": not problems,
+            "problems": problems,
+            "write_errors": self.write_errors,
+            "started": self.started,
+            "watchdog_s": self.watchdog_s,
+            "stale_after_s": max(self.watchdog_s or 30.0, 3 * max(intervals)),
+            "systemd_notify": bool(self.notify_socket),
+        }
+
+    def state(self, now: float) -> dict[str, Any]:
+        return {
+            **self.guard.state(now),
+            "peers": {
+                "listen": self.listen_state,
+                "allowed": sorted(self.allowed),
+                "rejections": {**self.rejections, "suppressed": self.rejection_limit.suppressed},
+                "clock_skew": self.clock_skew,
+                "nonces": dict(self.nonces),
+            },
+            "health": self.health(),
+            "pid": os.getpid(),
+        }
+
+    def write_state(self, now: float) -> None:
+        # a state that is written says no more that it could not be written
+        self.write_problems.pop("state file", None)
+        try:
+            _write_atomic(self.config.state_path, self.state(now))
+        except OSError as error:
+            self._write_failed("state file", error)
+
+    def notify(self, message: str) -> None:
+        if self.notify_socket:
+            sd_notify(message, self.notify_socket)
+
+    # ---------------------------------------------------------------- connections
+    def _accept(self, server: socket.socket, kind: str, now: float) -> None:
+        try:
+            sock, address = server.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:  # out of file descriptors, ...: reported, the guard goes on
+            self._write_failed("connections (accept)", error)
+            return
+        where = "local" if kind == "control" else _ip(str(address[0]))
+        if kind == "peer" and where not in self.allowed:
+            sock.close()
+            self._reject(now, where, "not a planned peer's address")
+            return
+        if sum(1 for c in self.connections.values() if c.kind == kind) >= MAX_CONNECTIONS:
+            sock.close()
+            if kind == "peer":
+                self._reject(now, where, f"{MAX_CONNECTIONS} connections open already")
+            return
+        sock.setblocking(False)
+        deadline, limit = (
+            (now + CONTROL_DEADLINE_S, CONTROL_MESSAGE_MAX)
+            if kind == "control"
+            else (now + PEER_DEADLINE_S, PEER_MESSAGE_MAX)
+        )
+        self.connections[sock] = _Connection(sock, kind, where, deadline, limit)
+        self.selector.register(sock, selectors.EVENT_READ, "connection")
+
+    def _close(self, connection: _Connection) -> None:
+        self.connections.pop(connection.sock, None)
+        try:
+            self.selector.unregister(connection.sock)
+        except (KeyError, ValueError):
+            pass
+        connection.sock.close()
+
+    def _read(self, connection: _Connection, now: float) -> None:
+        """Take what the connection has sent (never waiting for more); act once a line is complete."""
+        try:
+            chunk = connection.sock.recv(connection.limit + 1 - len(connection.data))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(connection)
+            return
+        connection.data += chunk
+        end = connection.data.find(b"\n")
+        if end < 0 and chunk and len(connection.data) <= connection.limit:
+            return  # more to come, within its deadline
+        line = bytes(connection.data[:end] if end >= 0 else connection.data)
+        if len(line) > connection.limit:
+            self._close(connection)
+            if connection.kind == "peer":
+                self._reject(now, connection.address, f"over {connection.limit} bytes")
+            return
+        if connection.kind == "control":
+            answer = self._control(line)
+            try:  # a short answer to a local client; one that does not read it loses it
+                connection.sock.sendall((json.dumps(answer) + "\n").encode())
+            except OSError:
+                pass
+            self._close(connection)
+        else:
+            self._close(connection)
+            self._peer(connection.address, line, now)
+
+    def _expire(self, now: float) -> None:
+        for connection in [c for c in self.connections.values() if c.deadline <= now]:
+            self._close(connection)
+            if connection.kind == "peer":
+                self._reject(now, connection.address, f"no complete message within {PEER_DEADLINE_S:g} s")
+
+    def _reject(self, now: float, address: str, why: str) -> None:
+        """A refused connection or message: counted, and recorded without samples, at most REJECTIONS_BURST
+        times per REJECTIONS_WINDOW_S (the record says how many were left out before it)."""
+        self.rejections["total"] += 1
+        self.rejections["last"] = {"time": self.wall(), "from": address, "reason": why}
+        if self.rejection_limit.allow(now):
+            suppressed, self.rejection_limit.suppressed = self.rejection_limit.suppressed, 0
+            self.record(
+                self.guard._decision(
+                    "peer-rejected", now, f"from {address}: {why}", samples=False, suppressed=suppressed
+                )
+            )
+
+    def _control(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line.decode())
+            if not isinstance(request, dict):
+                raise ValueError("a request is a JSON object")
+            command = request.get("command")
             now = self.clock()
-            try:
-                message = check_peer_message(self.config.peer_key, _read_line(connection).encode(), self.wall())
-            except (ValueError, OSError) as error:
-                self.record(self.guard._decision("peer-rejected", now, f"from {address[0]}: {error}"))
-                return
-            if self.config.cluster_policy == "stop-all":
-                self.guard.trip(f"peer {message['from']} tripped: {message['reason']}", now, from_peer=message["from"])
+            # every answer carries the whole state, health included (the boot reads it from the phase switch)
+            if command == "phase":
+                before = self.guard.phase
+                self.guard.set_phase(str(request.get("phase")), now)
+                answer: dict[str, Any] = {"ok": True, "changed": self.guard.phase != before, "state": self.state(now)}
+            elif command == "clear":
+                self.clock_skew = None  # reported until an operator looked
+                self.guard.clear(now)
+                answer = {"ok": True, "state": self.state(now)}
+            elif command == "trip":
+                decision = self.guard.trip(f"by hand: {request.get('reason') or 'no reason given'}", now)
+                answer = {"ok": True, "decision": decision["decision"], "state": self.state(now)}
+            elif command == "status":
+                answer = {"ok": True, "state": self.state(now)}
             else:
-                self.record(self.guard._decision("peer-ignored", now, f"peer {message['from']} tripped (policy local)"))
+                answer = {"ok": False, "error": f"unknown command {command!r}"}
             self.write_state(now)
+        except (ValueError, OSError, TypeError, RecursionError) as error:
+            answer = {"ok": False, "error": str(error)}
+        return answer
+
+    def _peer(self, address: str, line: bytes, now: float) -> None:
+        try:
+            message = check_peer_message(
+                self.config.peer_key, line, self.wall(), self.config.peer_max_skew_s, self.nonces
+            )
+        except ClockSkew as skew:
+            sender = str(skew.message.get("from"))
+            self.clock_skew = {
+                "time": self.wall(),
+                "from": sender,
+                "address": address,
+                "skew_s": round(skew.skew_s, 1),
+                "allowed_s": self.config.peer_max_skew_s,
+                "refused": str(skew.message.get("reason")),
+            }
+            self.record(
+                self.guard._decision(
+                    "peer-clock-skew",
+                    now,
+                    f"from {address} ({sender}): {skew}; refused: {skew.message.get('reason')}",
+                    samples=False,
+                )
+            )
+            self.write_state(now)
+            return
+        except ValueError as error:
+            self._reject(now, address, str(error))
+            return
+        sender = message["from"]
+        if sender not in self.allowed.get(address, set()):
+            owners = sorted(self.allowed[address])
+            self._reject(now, address, f"signed as {sender!r}, but sent from the address of {owners}")
+            return
+        if self.config.cluster_policy == "stop-all":
+            self.guard.trip(f"peer {sender} tripped: {message['reason']}", now, from_peer=sender)
+        else:
+            self.record(self.guard._decision("peer-ignored", now, f"peer {sender} tripped (policy local)"))
+        self.write_state(now)
+
+    def _ready(self, key: selectors.SelectorKey, now: float) -> None:
+        if key.data == "connection":
+            connection = self.connections.get(key.fileobj)  # type: ignore[call-overload]
+            if connection is not None:
+                self._read(connection, now)
+        else:
+            self._accept(key.fileobj, key.data, now)  # type: ignore[arg-type]
+
+    # ---------------------------------------------------------------- the loop
+    def _peers_to_retry(self) -> bool:
+        """Whether the listener is to be bound (again)."""
+        return bool(self.config.peer_listen) and self.peer_server is None and self.listen_address is not None
 
     def run(self) -> int:
         try:
@@ -641,33 +1180,47 @@ class Daemon:
         except ValueError:
             pass  # not the main thread (tests): stopped by setting running to False
         now = self.clock()
-        self.record(self.guard._decision("start", now, f"pid {os.getpid()}", tripped=self.guard.tripped))
-        sockets = [s for s in (self.control, self.peer_server) if s is not None]
+        self.record(
+            self.guard._decision(
+                "start", now, f"pid {os.getpid()}", tripped=self.guard.tripped, peer_listen=self.listen_state
+            )
+        )
         next_sample = now
+        ready = False
         while self.running:
-            timeout = max(0.0, next_sample - self.clock())
-            try:
-                readable, _w, _x = select.select(sockets, [], [], timeout)
-            except InterruptedError:
-                continue
-            phase_before = self.guard.phase
-            for ready in readable:
-                if ready is self.control:
-                    self.handle_control()
-                else:
-                    self.handle_peer()
+            # the sampling clock is in charge: wait for the sockets no longer than the next sample (or the
+            # first connection deadline), and each socket only gets what is there already
             now = self.clock()
+            wake = min([next_sample, *(c.deadline for c in self.connections.values())])
+            if self._peers_to_retry():
+                wake = min(wake, self.next_peer_retry)
+            events = self.selector.select(max(0.0, wake - now))
+            phase_before = self.guard.phase
+            for key, _mask in events:
+                self._ready(key, self.clock())
+            now = self.clock()
+            self._expire(now)
+            if self._peers_to_retry() and now >= self.next_peer_retry:
+                self._bind_peer(now)
             if self.guard.phase != phase_before:
                 next_sample = now  # a new phase samples at once, at its own interval
             if now >= next_sample:
                 self.guard.sample(now)
                 self.write_state(now)
                 next_sample = self.guard.next_sample_at(now)
+                if not ready:
+                    self.notify("READY=1")
+                    ready = True
+                self.notify(f"WATCHDOG=1\nSTATUS=phase {self.guard.phase}{', TRIPPED' if self.guard.tripped else ''}")
+        self.notify("STOPPING=1")
         self.record(self.guard._decision("exit", self.clock(), "stopped by a signal"))
+        for connection in list(self.connections.values()):
+            self._close(connection)
+        self.selector.close()
         self.control.close()
         if self.peer_server is not None:
             self.peer_server.close()
-        self.log.close()
+        self._close_log()
         return 0
 
 

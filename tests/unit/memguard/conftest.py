@@ -1,6 +1,7 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Helpers for the memory guard's tests: the daemon loaded from its file, seed 000's settings, meminfo files."""
+"""Helpers for the memory guard's tests: the daemon loaded from its file, seed 000's settings, meminfo files,
+and for the daemon's own tests a node's settings, a running daemon and a fake Docker engine (daemon_rig.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ import importlib.util
 import os
 import pathlib
 import re
-from collections.abc import Callable
-from types import ModuleType
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from daemon_rig import GRACE, HIGH, INTERVAL, PHASES, FakeEngine, Running
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 DAEMON = ROOT / "roles" / "memguard" / "files" / "dgxspark_memguard.py"
@@ -81,3 +87,80 @@ def write_meminfo() -> Callable[[pathlib.Path, int], None]:
         os.replace(temporary, path)
 
     return write
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(autouse=True)
+def no_signal_handlers(memguard: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Daemon.run() sets SIGTERM/SIGINT handlers, which Python allows in the main thread only."""
+    monkeypatch.setattr(
+        memguard, "signal", SimpleNamespace(signal=lambda *_args: None, SIGTERM=signal.SIGTERM, SIGINT=signal.SIGINT)
+    )
+
+
+@pytest.fixture
+def sockdir() -> Iterator[pathlib.Path]:
+    """A short directory for Unix sockets (tmp_path can outgrow their 107-byte limit)."""
+    path = tempfile.mkdtemp(prefix="mg-")
+    yield pathlib.Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def node(
+    settings: Callable[..., dict[str, Any]], tmp_path: pathlib.Path, sockdir: pathlib.Path, write_meminfo: Callable
+) -> Callable[..., dict[str, Any]]:
+    """``node(name, **changes)``: a node's guard settings (fast phases, every path in tmp_path or sockdir),
+    its meminfo file written with plenty free."""
+
+    def make(name: str = "a", **changes: Any) -> dict[str, Any]:
+        files = tmp_path / name
+        files.mkdir(exist_ok=True)
+        write_meminfo(files / "meminfo", HIGH)
+        phases = {phase: {"interval_s": INTERVAL, "grace_s": GRACE, **changes.pop(phase, {})} for phase in PHASES}
+        return settings(
+            host=f"spark-{name}",
+            docker_socket=str(sockdir / f"{name}-docker.sock"),
+            state_path=str(files / "run" / "state.json"),
+            trip_path=str(files / "lib" / "tripped.json"),
+            log_path=str(files / "log" / "decisions.jsonl"),
+            control_socket=str(sockdir / f"{name}.sock"),
+            meminfo_path=str(files / "meminfo"),
+            psi_path=str(files / "no-psi"),
+            **phases,
+            **changes,
+        )
+
+    return make
+
+
+@pytest.fixture
+def start(memguard: ModuleType) -> Iterator[Callable[..., Running]]:
+    """``start(settings, clock=time.time)``: a running daemon, stopped at teardown (as are any still running)."""
+    running: list[Running] = []
+
+    def make(settings: dict[str, Any], clock: Callable[[], float] = time.time) -> Running:
+        daemon = Running(memguard, settings, clock)
+        running.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in reversed(running):
+        daemon.stop()
+
+
+@pytest.fixture
+def engine(sockdir: pathlib.Path) -> Iterator[Callable[[str], FakeEngine]]:
+    """``engine(name)``: a fake Docker engine on node ``name``'s docker socket."""
+    engines: list[FakeEngine] = []
+
+    def make(name: str = "a") -> FakeEngine:
+        server = FakeEngine(sockdir / f"{name}-docker.sock")
+        engines.append(server)
+        return server
+
+    yield make
+    for server in engines:
+        server.close()

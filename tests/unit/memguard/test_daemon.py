@@ -5,219 +5,17 @@ socket, peers over TCP on 127.0.0.1, and the command line. Each daemon runs in a
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import pathlib
-import shutil
-import signal
-import socket
-import socketserver
-import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from types import ModuleType, SimpleNamespace
+import urllib.parse
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
-
-GIB = 1024**3
-KEY = "a-shared-key-of-40-characters-0123456789"
-INTERVAL = 0.05
-GRACE = 0.2
-SLACK = 2.0  # for a loaded machine
-HIGH = 100 * GIB
-LOW = 4 * GIB  # under the 5 GiB startup floor, over the 1 GiB emergency floor
-PHASES = ("startup", "steady")
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-class _EngineHandler(http.server.BaseHTTPRequestHandler):
-    server: FakeEngine
-
-    def do_POST(self) -> None:  # http.server names it
-        self.server.requests.append((time.monotonic(), "POST", self.path))
-        self.send_response(self.server.status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-class FakeEngine(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """A Docker engine that answers every POST with ``status`` and keeps (monotonic time, method, path)."""
-
-    daemon_threads = True
-
-    def __init__(self, path: pathlib.Path, status: int = 204) -> None:
-        self.requests: list[tuple[float, str, str]] = []
-        self.status = status
-        super().__init__(str(path), _EngineHandler)
-        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def calls(self) -> list[tuple[str, str]]:
-        return [(method, path) for _t, method, path in self.requests]
-
-    def close(self) -> None:
-        self.shutdown()
-        self.server_close()
-        self.thread.join(5)
-
-
-class Running:
-    """A Daemon running its loop in a thread."""
-
-    def __init__(self, memguard: ModuleType, settings: dict[str, Any], clock: Callable[[], float] = time.time) -> None:
-        self.memguard = memguard
-        self.settings = settings
-        self.config = memguard.Config(settings)
-        self.daemon = memguard.Daemon(self.config, clock=clock)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.daemon.run()
-        except BaseException as error:  # kept for the test to see
-            self.error = error
-
-    def ask(self, request: dict[str, Any], timeout: float = 5) -> dict[str, Any]:
-        return self.memguard.ask(self.config.control_socket, request, timeout)
-
-    def state(self) -> dict[str, Any] | None:
-        try:
-            return json.loads(pathlib.Path(self.config.state_path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-
-    def decisions(self, kind: str | None = None) -> list[dict[str, Any]]:
-        text = pathlib.Path(self.config.log_path).read_text(encoding="utf-8")
-        lines = [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
-        return [line for line in lines if kind is None or line["decision"] == kind]
-
-    def stop(self) -> None:
-        self.daemon.running = False
-        if self.thread.is_alive():
-            try:  # wake its select()
-                self.ask({"command": "status"}, timeout=2)
-            except OSError:
-                pass
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "the daemon did not stop"
-        for resource in (self.daemon.peer_server, self.daemon.control, self.daemon.log):
-            if resource is not None:
-                resource.close()
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float) -> Any:
-    """``predicate()``'s first true value within ``timeout`` seconds, or its last (false) one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.01)
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    for _round in range(count):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
-def send_raw(port: int, data: bytes) -> None:
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-        sock.sendall(data)
-
-
-# ----------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(autouse=True)
-def no_signal_handlers(memguard: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Daemon.run() sets SIGTERM/SIGINT handlers, which Python allows in the main thread only."""
-    monkeypatch.setattr(
-        memguard, "signal", SimpleNamespace(signal=lambda *_args: None, SIGTERM=signal.SIGTERM, SIGINT=signal.SIGINT)
-    )
-
-
-@pytest.fixture
-def sockdir() -> Iterator[pathlib.Path]:
-    """A short directory for Unix sockets (tmp_path can outgrow their 107-byte limit)."""
-    path = tempfile.mkdtemp(prefix="mg-")
-    yield pathlib.Path(path)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def node(
-    settings: Callable[..., dict[str, Any]], tmp_path: pathlib.Path, sockdir: pathlib.Path, write_meminfo: Callable
-) -> Callable[..., dict[str, Any]]:
-    """``node(name, **changes)``: a node's guard settings (fast phases, every path in tmp_path or sockdir),
-    its meminfo file written with plenty free."""
-
-    def make(name: str = "a", **changes: Any) -> dict[str, Any]:
-        files = tmp_path / name
-        files.mkdir(exist_ok=True)
-        write_meminfo(files / "meminfo", HIGH)
-        phases = {phase: {"interval_s": INTERVAL, "grace_s": GRACE, **changes.pop(phase, {})} for phase in PHASES}
-        return settings(
-            host=f"spark-{name}",
-            docker_socket=str(sockdir / f"{name}-docker.sock"),
-            state_path=str(files / "run" / "state.json"),
-            trip_path=str(files / "lib" / "tripped.json"),
-            log_path=str(files / "log" / "decisions.jsonl"),
-            control_socket=str(sockdir / f"{name}.sock"),
-            meminfo_path=str(files / "meminfo"),
-            psi_path=str(files / "no-psi"),
-            **phases,
-            **changes,
-        )
-
-    return make
-
-
-@pytest.fixture
-def start(memguard: ModuleType) -> Iterator[Callable[..., Running]]:
-    """``start(settings, clock=time.time)``: a running daemon, stopped at teardown (as are any still running)."""
-    running: list[Running] = []
-
-    def make(settings: dict[str, Any], clock: Callable[[], float] = time.time) -> Running:
-        daemon = Running(memguard, settings, clock)
-        running.append(daemon)
-        return daemon
-
-    yield make
-    for daemon in reversed(running):
-        daemon.stop()
-
-
-@pytest.fixture
-def engine(sockdir: pathlib.Path) -> Iterator[Callable[[str], FakeEngine]]:
-    """``engine(name)``: a fake Docker engine on node ``name``'s docker socket."""
-    engines: list[FakeEngine] = []
-
-    def make(name: str = "a") -> FakeEngine:
-        server = FakeEngine(sockdir / f"{name}-docker.sock")
-        engines.append(server)
-        return server
-
-    yield make
-    for server in engines:
-        server.close()
-
+from daemon_rig import GIB, GRACE, HIGH, INTERVAL, KEY, LOW, SERVING_ID, SLACK, STOP, free_ports, send_raw, wait_for
 
 # ----------------------------------------------------------------------------- 10. a node
 
@@ -243,7 +41,9 @@ def test_low_memory_stops_the_container_once_and_stays_tripped(
     assert wait_for(lambda: docker.requests, GRACE + 2 * INTERVAL + SLACK), "the container was not stopped"
     assert GRACE - 0.01 <= docker.requests[0][0] - written <= GRACE + 2 * INTERVAL + SLACK
     time.sleep(3 * GRACE)
-    assert docker.calls() == [("POST", "/containers/vllm_dsv41/stop?t=5")]
+    # looked up by name and label, then stopped by its full ID (never by a name Docker could read as an ID)
+    assert docker.stops() == [STOP]
+    assert docker.calls()[0][1].startswith("/containers/json?all=1&filters=")
 
     state = wait_for(lambda: first.state()["tripped"] and first.state(), SLACK)
     tripped = state["tripped"]
@@ -251,7 +51,9 @@ def test_low_memory_stops_the_container_once_and_stays_tripped(
     assert "grace 0.2 s, phase startup" in tripped["reason"]
     assert tripped["stop"]["ok"] is True and tripped["stop"]["status"] == 204
     assert tripped["stop"]["outcome"] == "stopped" and tripped["from_peer"] is None
+    assert tripped["stop"]["id"] == SERVING_ID
     assert state["trips"] == 1 and state["phase"] == "startup"
+
     assert json.loads(pathlib.Path(settings["trip_path"]).read_text(encoding="utf-8")) == tripped
 
     [trip] = first.decisions("trip")
@@ -267,7 +69,7 @@ def test_low_memory_stops_the_container_once_and_stays_tripped(
     assert state["tripped"] == tripped and state["phase"] == "startup" and state["trips"] == 1
     assert second.decisions("start")[-1]["tripped"] == tripped
     time.sleep(3 * GRACE)
-    assert len(docker.requests) == 1
+    assert len(docker.stops()) == 1
 
     write_meminfo(meminfo, HIGH)
     answer = second.ask({"command": "clear"})
@@ -275,7 +77,7 @@ def test_low_memory_stops_the_container_once_and_stays_tripped(
     assert not os.path.exists(settings["trip_path"])
     assert second.decisions("clear")[-1]["reason"] == "cleared"
     time.sleep(3 * GRACE)
-    assert len(docker.requests) == 1 and second.state()["tripped"] is None
+    assert len(docker.stops()) == 1 and second.state()["tripped"] is None
 
 
 def test_an_engine_that_does_not_answer(node: Callable, start: Callable, write_meminfo: Callable) -> None:
@@ -287,7 +89,8 @@ def test_an_engine_that_does_not_answer(node: Callable, start: Callable, write_m
     assert state, "no trip"
     stop = state["tripped"]["stop"]
     assert stop["ok"] is False and stop["action"] == "stop"
-    assert stop["error"].startswith("stop: ") and "; kill: " in stop["error"]
+    # the container is looked up (by name and label) before it is stopped by ID: no engine, no lookup
+    assert stop["error"].startswith("find: ")
     [trip] = daemon.decisions("trip")
     assert trip["stop"] == stop
     time.sleep(3 * GRACE)
@@ -299,15 +102,16 @@ def test_an_engine_that_does_not_answer(node: Callable, start: Callable, write_m
 def test_the_engine_says_no_such_container(
     node: Callable, start: Callable, engine: Callable, write_meminfo: Callable
 ) -> None:
-    settings = node("a", container="vllm dsv41/x")
+    settings = node("a", container="vllm_dsv41.x")
     docker = engine("a")
-    docker.status = 404
+    docker.containers = []
     daemon = start(settings)
     daemon.ask({"command": "phase", "phase": "steady"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * GIB)
     assert wait_for(lambda: daemon.state()["tripped"], GRACE + 2 * INTERVAL + SLACK)
-    assert docker.calls() == [("POST", "/containers/vllm%20dsv41%2Fx/stop?t=5")]
-    assert daemon.state()["tripped"]["stop"]["outcome"] == "no such container"
+    [(method, url)] = docker.calls()
+    assert method == "GET" and "vllm_dsv41.x" in urllib.parse.unquote(url)
+    assert daemon.state()["tripped"]["stop"] == {"action": "stop", "ok": True, "outcome": "no such container"}
 
 
 def test_unreadable_meminfo_trips_the_daemon(node: Callable, start: Callable, engine: Callable) -> None:
@@ -362,15 +166,16 @@ def test_a_trip_stops_the_other_ranks(memguard: ModuleType, node: Callable, star
     assert [d["reason"] for d in rejected] == ["from 127.0.0.1: bad signature"]
     assert guard_b.ask({"command": "status"})["state"]["tripped"] is None
     assert docker_b.calls() == []
+    assert "samples" not in rejected[0]  # anyone can cause a rejection: it carries no sample history
 
     answer = guard_a.ask({"command": "trip", "reason": "test"})
     answered = time.monotonic()
     assert answer["ok"] is True and answer["decision"] == "trip"
     assert answer["state"]["tripped"]["reason"] == "by hand: test"
-    assert docker_a.calls() == [("POST", "/containers/vllm_dsv41/stop?t=5")]
-    assert wait_for(lambda: docker_b.requests, 2.0), "the peer did not stop its container"
+    assert docker_a.stops() == [STOP]
+    assert wait_for(lambda: docker_b.stops(), 2.0), "the peer did not stop its container"
     assert docker_b.requests[0][0] - answered <= 2.0
-    assert docker_b.calls() == [("POST", "/containers/vllm_dsv41/stop?t=5")]
+    assert docker_b.stops() == [STOP]
 
     state_b = wait_for(lambda: guard_b.state()["tripped"] and guard_b.state(), SLACK)
     assert state_b["tripped"]["reason"] == "peer spark-a tripped: by hand: test"
@@ -380,13 +185,19 @@ def test_a_trip_stops_the_other_ranks(memguard: ModuleType, node: Callable, star
     [trip_b] = guard_b.decisions("trip")
     assert "peers" not in trip_b  # a peer's trip is not passed on: no storm
     time.sleep(3 * GRACE)
-    assert len(docker_a.requests) == 1 and len(docker_b.requests) == 1
+    assert len(docker_a.stops()) == 1 and len(docker_b.stops()) == 1
     assert guard_a.decisions("peer-rejected") == []
 
 
 def test_policy_local_ignores_a_peer(memguard: ModuleType, node: Callable, start: Callable, engine: Callable) -> None:
     port = free_ports(1)[0]
-    settings = node("b", cluster_policy="local", peer_key=KEY, peer_listen={"address": "127.0.0.1", "port": port})
+    settings = node(
+        "b",
+        cluster_policy="local",
+        peer_key=KEY,
+        peer_listen={"address": "127.0.0.1", "port": port},
+        peers=[{"host": "spark-a", "address": "127.0.0.1", "port": free_ports(1)[0]}],
+    )
     docker = engine("b")
     guard = start(settings)
     send_raw(port, memguard.peer_message(KEY, "spark-a", "emergency", time.time()))
@@ -399,8 +210,13 @@ def test_a_hostile_peer_message_does_not_end_the_guard(node: Callable, start: Ca
     """BUG: one line to the peer port, no key needed, ends the daemon's loop: check_peer_message lets
     hmac.compare_digest's TypeError (a non-ASCII "mac") out, and Daemon.handle_peer catches only
     ValueError and OSError. The node is then unguarded (until systemd restarts the daemon)."""
-    port = free_ports(1)[0]
-    settings = node("b", peer_key=KEY, peer_listen={"address": "127.0.0.1", "port": port})
+    port, peer_port = free_ports(2)
+    settings = node(
+        "b",
+        peer_key=KEY,
+        peer_listen={"address": "127.0.0.1", "port": port},
+        peers=[{"host": "spark-a", "address": "127.0.0.1", "port": peer_port}],  # a planned peer's address
+    )
     engine("b")
     guard = start(settings)
     guard.ask({"command": "phase", "phase": "steady"})

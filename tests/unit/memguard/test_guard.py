@@ -529,12 +529,15 @@ def test_peer_message_round_trip(memguard: ModuleType) -> None:
     raw = memguard.peer_message(KEY, "spark-a", "MemAvailable under the steady floor", 1000.5)
     assert raw.endswith(b"\n")
     message = memguard.check_peer_message(KEY, raw, 1010.0)
+    nonce = message.pop("nonce")  # a fresh random one in every message: a replay is refused
+    assert isinstance(nonce, str) and len(nonce) == 32 and int(nonce, 16) >= 0
     assert message == {
         "type": "peer-trip",
         "from": "spark-a",
         "reason": "MemAvailable under the steady floor",
         "time": 1000.5,
     }
+    assert json.loads(memguard.peer_message(KEY, "spark-a", "x", 1000.5))["nonce"] != json.loads(raw)["nonce"]
 
 
 def _tampered(raw: bytes, **changes: Any) -> bytes:

@@ -66,7 +66,7 @@ def test_seed_000s_guard_from_the_spark3_profile_and_the_role_defaults() -> None
         "emergency_floor_bytes": 1 * GIB,
         "psi_full_avg10_max": 50,
         "cluster_policy": "stop-all",
-        "peer_listen": {"address": "0.0.0.0", "port": 7391},
+        "peer_listen": {"address": "10.0.0.11", "port": 7391},  # its own address only, never a wildcard
         "peers": [
             {"host": "spark-head", "address": "10.0.0.10", "port": 7391},
             {"host": "spark-w2", "address": "spark-w2", "port": 7391},  # no ansible_host: its inventory name
@@ -75,7 +75,10 @@ def test_seed_000s_guard_from_the_spark3_profile_and_the_role_defaults() -> None
         "state_path": "/run/dgxspark-memguard/state.json",
         "trip_path": "/var/lib/dgxspark-memguard/tripped.json",
         "log_path": "/var/log/dgxspark-memguard/decisions.jsonl",
+        "log_max_bytes": 16 * 1024**2,
+        "log_backups": 3,
         "control_socket": "/run/dgxspark-memguard/control.sock",
+        "watchdog_s": 49,  # 40 s + the 5 s stop timeout + two tries of 1 s for each of the two peers
     }
 
 
@@ -109,7 +112,7 @@ def test_the_daemon_accepts_what_is_built(path: pathlib.Path, policy: str) -> No
             {"phases": {"startup": {"floor_bytes": 5 * GIB, "interval_s": 0.25, "grace_s": 60},
                         "steady": {"floor_bytes": 4 * GIB, "interval_s": 2, "grace_s": 30}}},
         ),
-        ({"memguard_peer_port": 7400}, {"peer_listen": {"address": "0.0.0.0", "port": 7400}}),
+        ({"memguard_peer_port": 7400}, {"peer_listen": {"address": "10.0.0.11", "port": 7400}}),
     ],
 )  # fmt: skip
 def test_the_role_settings(changes: dict[str, Any], expected: dict[str, Any]) -> None:

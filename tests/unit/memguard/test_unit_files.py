@@ -1,0 +1,181 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Issue 15, the guard's files: the systemd unit (watchdog, start limits) and the shell wrapper as the role
+renders them, and the allow-list that keeps every value written into them harmless (memguard_config)."""
+
+from __future__ import annotations
+
+import configparser
+import copy
+import json
+import pathlib
+import shlex
+import subprocess
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
+    SETTINGS,
+    MemguardConfigError,
+    memguard_config,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
+
+ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "memguard"
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+KEY = "a-shared-key-of-40-characters-0123456789"
+PEERS = {"spark-head": "10.0.0.10", "spark-w1": "10.0.0.11", "spark-w2": "10.0.0.12"}
+VALUES = {
+    "ansible_managed": "Ansible managed",
+    "memguard_container_name": "vllm_dsv41",
+    "memguard_python": "/usr/bin/python3",
+    "memguard_install_dir": "/usr/local/lib/dgxspark-memguard",
+    "memguard_config_dir": "/etc/dgxspark-memguard",
+    "memguard_watchdog_seconds": 49,
+}
+
+
+def render(template: str, **changes: Any) -> str:
+    """The role's template, rendered as Ansible does it (``quote`` is ansible.builtin.quote: shlex.quote)."""
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    environment.filters["quote"] = shlex.quote
+    return environment.from_string((ROLE / "templates" / template).read_text()).render(**{**VALUES, **changes})
+
+
+def unit(**changes: Any) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(render("dgxspark-memguard.service.j2", **changes))
+    return parser
+
+
+def built(**changes: Any) -> dict[str, Any]:
+    data = validate_profile(json.loads(SPARK3.read_text())).data
+    settings = {**{name: copy.deepcopy(DEFAULTS[name]) for name in SETTINGS}, **changes}
+    return memguard_config(data["host"], data["container"]["name"], settings, "spark-w1", PEERS, KEY)
+
+
+def test_the_unit_has_a_watchdog_and_start_limits() -> None:
+    """Finding: no WatchdogSec and no start limits, so a dead guard went unnoticed."""
+    parsed = unit()
+    assert parsed["Unit"]["StartLimitIntervalSec"] == "300" and parsed["Unit"]["StartLimitBurst"] == "5"
+    service = parsed["Service"]
+    assert (service["Type"], service["NotifyAccess"], service["WatchdogSec"]) == ("notify", "main", "49")
+    assert service["Restart"] == "on-failure"
+    assert service["ExecStart"] == (
+        "/usr/bin/python3 /usr/local/lib/dgxspark-memguard/dgxspark_memguard.py "
+        "--config /etc/dgxspark-memguard/config.json run"
+    )
+
+
+def test_the_watchdog_outlasts_a_trip() -> None:
+    """WatchdogSec covers the longest the loop can be busy: lookup (10 s), stop (timeout + 10 s), kill (10 s)
+    and two tries of 1 s per peer."""
+    assert built()["watchdog_s"] == 40 + 5 + 2 * 2
+    assert built(memguard_stop_timeout_seconds=30)["watchdog_s"] == 40 + 30 + 2 * 2
+    assert built(memguard_cluster_policy="local")["watchdog_s"] == 40 + 5
+
+
+def test_the_wrapper_quotes_every_value(tmp_path: pathlib.Path) -> None:
+    """Finding: the wrapper pasted its variables unquoted. Each is quoted for the shell now, so even a value
+    that got past the allow-list stays one word and runs nothing."""
+    hostile = "/opt/my dir/$(touch pwned);x'y"
+    text = render("dgxspark-memguard.sh.j2", memguard_install_dir=hostile, memguard_config_dir="/etc/a b")
+    (tmp_path / "wrapper.sh").write_text(text)
+    subprocess.run(["sh", "-n", str(tmp_path / "wrapper.sh")], check=True)
+    [line] = [line for line in text.splitlines() if line.startswith("exec ")]
+    assert shlex.split(line) == [
+        "exec",
+        "/usr/bin/python3",
+        f"{hostile}/dgxspark_memguard.py",
+        "--config",
+        "/etc/a b/config.json",
+        "$@",
+    ]
+
+
+def test_the_wrapper_is_unchanged_for_plain_values() -> None:
+    """Plain paths need no quotes: a node installed before keeps the same file (no needless restart)."""
+    assert render("dgxspark-memguard.sh.j2").splitlines()[-1] == (
+        "exec /usr/bin/python3 /usr/local/lib/dgxspark-memguard/dgxspark_memguard.py "
+        '--config /etc/dgxspark-memguard/config.json "$@"'
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"memguard_container": "abc\nExecStartPre=/bin/sh"}, "memguard_container: expected a Docker container name"),
+        ({"memguard_container": "vllm%n"}, "memguard_container: expected a Docker container name"),
+        ({"memguard_container": "-x"}, "memguard_container: expected a Docker container name"),
+        ({"memguard_python": "python3"}, "memguard_python: expected an absolute path"),
+        ({"memguard_python": "/usr/bin/python3 -c 'import os'"}, "memguard_python: expected an absolute path"),
+        ({"memguard_install_dir": "/opt/$(id)"}, "memguard_install_dir: expected an absolute path"),
+        ({"memguard_install_dir": "/opt/a\nExecStartPre=/x"}, "memguard_install_dir: expected an absolute path"),
+        ({"memguard_config_dir": "/etc/../tmp"}, "memguard_config_dir: expected an absolute path"),
+        ({"memguard_config_dir": "/etc/%h"}, "memguard_config_dir: expected an absolute path"),
+        ({"memguard_docker_socket": "/run/docker sock"}, "memguard_docker_socket: expected an absolute path"),
+        ({"memguard_peer_network": "wifi"}, "memguard_peer_network: expected one of management, fabric"),
+    ],
+    ids=[
+        "name-newline",
+        "name-specifier",
+        "name-dash",
+        "python-relative",
+        "python-arguments",
+        "dir-substitution",
+        "dir-newline",
+        "dir-dotdot",
+        "dir-specifier",
+        "socket-space",
+        "network",
+    ],
+)
+def test_values_for_the_unit_and_the_wrapper_are_allow_listed(changes: dict[str, Any], message: str) -> None:
+    """Finding: the guard's variables landed unquoted in its unit and its wrapper. Anything a unit or a shell
+    would read as more than one plain word is refused before a node is touched."""
+    with pytest.raises(MemguardConfigError, match=message):
+        built(**changes)
+
+
+def test_the_guard_listens_on_its_own_management_address() -> None:
+    config = built()
+    assert config["peer_listen"] == {"address": "10.0.0.11", "port": 7391}
+    assert [p["address"] for p in config["peers"]] == ["10.0.0.10", "10.0.0.12"]
+
+
+def test_the_fabric_network() -> None:
+    data = validate_profile(json.loads(SPARK3.read_text())).data
+    settings = {**{name: copy.deepcopy(DEFAULTS[name]) for name in SETTINGS}, "memguard_peer_network": "fabric"}
+    fabric = {"spark-head": "198.51.100.10", "spark-w1": "198.51.100.11", "spark-w2": "198.51.100.12"}
+    config = memguard_config(data["host"], "vllm_dsv41", settings, "spark-w1", fabric, KEY)
+    assert config["peer_listen"]["address"] == "198.51.100.11"
+    with pytest.raises(MemguardConfigError, match="spark-w2: no dgxspark_fabric_address"):
+        memguard_config(data["host"], "vllm_dsv41", settings, "spark-w1", {**fabric, "spark-w2": ""}, KEY)
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::", "*"])
+def test_a_wildcard_address_is_refused(address: str) -> None:
+    with pytest.raises(MemguardConfigError, match="never on every address"):
+        memguard_config(
+            validate_profile(json.loads(SPARK3.read_text())).data["host"],
+            "vllm_dsv41",
+            {name: copy.deepcopy(DEFAULTS[name]) for name in SETTINGS},
+            "spark-w1",
+            {**PEERS, "spark-w1": address},
+            KEY,
+        )
+
+
+def test_the_role_picks_the_network_s_address() -> None:
+    """difference.yml hands the filter each host's address on memguard_peer_network."""
+    tasks = (ROLE / "tasks" / "difference.yml").read_text()
+    assert "'dgxspark_fabric_address' if memguard_peer_network == 'fabric' else 'ansible_host'" in tasks
+    assert (
+        "WatchdogSec={{ memguard_watchdog_seconds }}"
+        in (ROLE / "templates" / "dgxspark-memguard.service.j2").read_text()
+    )
