@@ -47,7 +47,20 @@ class _Engine(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     stops: list[float]
 
 
+# The container the guards stop, as the engine lists it: the guard finds it by name and the collection's label,
+# then stops it by this full ID.
+LISTED = [{"Id": "c0" * 32, "Names": ["/vllm_dsv41"], "Labels": {"dgxspark.cluster.rank": "0"}}]
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = json.dumps(LISTED).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         self.server.stops.append(time.monotonic())  # type: ignore[attr-defined]
         self.send_response(204)
