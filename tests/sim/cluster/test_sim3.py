@@ -84,7 +84,7 @@ def test_nodes_boot_systemd_sshd_and_inner_docker(sim3):
         assert node_sh(host, "systemctl is-system-running").stdout.strip() == "running"
         assert node_sh(host, "hostname").stdout.strip() == host
         assert node_sh(host, "systemctl is-active ssh docker containerd").stdout.split() == ["active"] * 3
-        assert node_sh(host, "docker info --format '{{.Driver}}'").stdout.strip() == "vfs"
+        assert node_sh(host, "docker info --format '{{.Driver}}'").stdout.strip() == "overlay2"
         config = node_sh(host, "sshd -T").stdout
         assert "permitrootlogin without-password" in config or "permitrootlogin prohibit-password" in config
         assert "passwordauthentication no" in config
