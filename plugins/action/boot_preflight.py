@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import dataclasses
+import getpass
+import os
+import socket
 import time
 from typing import Any
 
@@ -19,7 +22,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import parse_profile
 
 ARGUMENT_SPEC = {
     "planned": {"type": "dict", "required": True},
@@ -27,6 +30,9 @@ ARGUMENT_SPEC = {
     "replace": {"type": "bool", "default": False},
     "skip": {"type": "list", "elements": "str", "default": []},
     "clear_trip": {"type": "bool", "default": False},
+    "candidate": {"type": "bool", "default": False},
+    "release": {"type": "str"},
+    "by": {"type": "str"},
     "fabric_settings": {"type": "dict", "default": {}},
     "memguard_differences": {"type": "dict", "default": {}},
     "head_group": {"type": "str", "default": HEAD_GROUP},
@@ -58,8 +64,8 @@ class ActionModule(ActionBase):
             return result
         found = _boot_preflight.discovered(facts, planned["fabric"])
         src = str(planned["src"])
-        try:  # the plan again, with what the nodes offer NCCL bound in (the profile's second and last read)
-            profile = load_profile(src)
+        try:  # the plan again, with what the nodes offer NCCL bound in (from the text read once, by the plan)
+            profile = parse_profile(str(planned["text"]), src)
             hosts, both = hosts_from_inventory(
                 task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
             )
@@ -82,7 +88,15 @@ class ActionModule(ActionBase):
                 problems=[p.as_dict() for p in exc.problems + exc.warnings],
             )
             return result
-        verdict = preflight(facts, plan, profile.data, args["replace"], args["skip"], args["clear_trip"])
+        decision, release_lines = _boot_preflight.release(
+            plan, profile.sha256, facts, args["candidate"], args["release"] or None
+        )
+        verdict = preflight(
+            facts, plan, profile.data, args["replace"], args["skip"], args["clear_trip"], more=release_lines
+        )
+        images = _boot_preflight.image_ids(plan, facts)
+        by = args["by"] or _controller_user(task_vars)
+        record = _boot_preflight.release_record(planned, plan, decision, images, by, time.time())
         fabric = _boot_preflight.fabric_differences(facts, planned["fabric"], args["fabric_settings"])
         kernel = _boot_preflight.kernel_differences(verdict["lines"])
         differences = {
@@ -107,6 +121,8 @@ class ActionModule(ActionBase):
             as_planned=verdict["as_planned"],
             to_replace=_boot_preflight.to_replace(plan, facts, verdict["as_planned"]),
             differences=differences,
+            images=images,
+            release={**decision, "record": record, "by": by},
             ended=time.time(),
         )
         if self._task.check_mode:
@@ -123,3 +139,15 @@ class ActionModule(ActionBase):
         else:
             result["msg"] = verdict["report"] + result.get("would", [])
         return result
+
+
+def _controller_user(task_vars: dict[str, Any]) -> str:
+    """Who boots: the AWX user who launched the job, else the controller's user at its host name."""
+    for name in ("awx_user_name", "tower_user_name"):
+        if task_vars.get(name):
+            return f"{task_vars[name]} (AWX)"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"

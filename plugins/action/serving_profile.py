@@ -17,12 +17,14 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
     WORKERS_GROUP,
     hosts_from_inventory,
 )
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import parse_profile, select_shape
 
 ARGUMENT_SPEC = {
-    "src": {"type": "path", "required": True},
+    "src": {"type": "path"},
+    "content": {"type": "str"},
     "shape": {"type": "str"},
     "hosts": {"type": "list", "elements": "str"},
     "head_group": {"type": "str", "default": HEAD_GROUP},
@@ -42,10 +44,15 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         started, started_at = time.perf_counter(), time.time()
-        src = self._resolve(args["src"])
         result["changed"] = False
+        if (args["src"] is None) == (args["content"] is None):
+            result.update(failed=True, msg="give the profile as src (a file) or as content (its text), one of them")
+            return result
+        # content: a profile kept elsewhere (a release's, on the head); src then names it in problems
+        src = self._resolve(args["src"]) if args["content"] is None else "(profile content given)"
         try:
-            profile = load_profile(src)
+            text = read_text(src) if args["content"] is None else args["content"]
+            profile = parse_profile(text, src)
             shape = select_shape(profile, args["shape"])
             hosts, both = hosts_from_inventory(
                 task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
@@ -88,6 +95,7 @@ class ActionModule(ActionBase):
             shape=shape,
             shapes=profile.shape_names,
             profile=profile.data,
+            text=text,
             plan=plan,
             fabric=fabric,
             started=started_at,

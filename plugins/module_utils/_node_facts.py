@@ -48,6 +48,10 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     parse_modules,
     parse_page_size,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import (
+    DEFAULT_DIRECTORY as DEFAULT_RELEASES_DIR,
+)
+from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import facts as releases_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sockets import listening_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sysfs import SysfsReader, default_fabric_interfaces
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
@@ -65,10 +69,11 @@ SECTIONS: tuple[str, ...] = (
     "memguard",
     "ports",
     "files",
+    "releases",
 )
-# What a plain call gathers: the memory guard, the sockets and the files are asked for by name (a boot's
-# preflight).
-DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-3]
+# What a plain call gathers: the memory guard, the sockets, the files and the releases are asked for by name (a
+# boot's preflight).
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-4]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
 # Limits reported for the module's own process and the container daemons (docker --ulimit names).
 REPORTED_LIMITS: tuple[str, ...] = ("nofile", "memlock", "stack", "core")
@@ -134,6 +139,8 @@ class Options:
     """The TCP ports whose listeners ``ports`` reports; empty: every listening port."""
     files: tuple[str, ...] = ()
     """The absolute paths ``files`` reports (existence, type, mode, owner, size, SHA-256)."""
+    releases_dir: str = DEFAULT_RELEASES_DIR
+    """Where ``releases`` reads the cluster's releases (the head keeps them)."""
 
 
 def ip_addr_argv(ip: str) -> list[str]:
@@ -543,6 +550,8 @@ def gather(
         node["ports"] = gatherer.ports(node.get("docker"))
     if "files" in wanted:
         node["files"] = gatherer.watched_files()
+    if "releases" in wanted:
+        node["releases"] = releases_facts(options.releases_dir)
     node["sections"] = [section for section in SECTIONS if section in wanted]
     node["problems"] = gatherer.problems
     node["elapsed_ms"] = round((clock() - start) * 1000, 1)

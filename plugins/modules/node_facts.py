@@ -41,10 +41,11 @@ options:
     description:
       - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
         (for the netdev mapping and the GID addresses) but returns only the netdevs.
-      - C(memguard), C(ports) and C(files) are gathered only when named (a boot's preflight names them).
+      - C(memguard), C(ports), C(files) and C(releases) are gathered only when named (a boot's preflight names
+        them).
     type: list
     elements: str
-    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files]
+    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files, releases]
     default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
   fabric_interfaces:
     description:
@@ -105,6 +106,10 @@ options:
       - The memory guard's trip file, kept until the trip is cleared (time, reason, peer, the stop's result).
     type: path
     default: /var/lib/dgxspark-memguard/tripped.json
+  releases_dir:
+    description: Where C(releases) reads the cluster's releases (the head keeps them; see M(dgxspark.cluster.release)).
+    type: path
+    default: /var/lib/dgxspark-cluster/releases
   memguard_log_path:
     description:
       - The memory guard's decision log; the samples of a trip are read from its trip line (searched in the last
@@ -358,6 +363,13 @@ node:
         listening:
           - {port: 8000, family: ipv4, address: 0.0.0.0, inode: 10550, uid: 0, pids: [4242], pid: 4242,
              comm: python3, container: null, container_name: null}
+    releases:
+      description:
+        - The cluster's releases kept in O(releases_dir) (on the head; elsewhere C(present) is false and the list
+          empty), as M(dgxspark.cluster.release) lists them - C(releases) (each one's summary), C(promoted),
+          C(previous), C(protected_images), C(problems) (files that are not releases), C(directory), C(present).
+      returned: when asked for
+      type: dict
     files:
       description:
         - >-
@@ -426,6 +438,9 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts impor
     gather,
     make_runner,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import (
+    DEFAULT_DIRECTORY as DEFAULT_RELEASES_DIR,
+)
 
 
 def main() -> None:
@@ -453,6 +468,7 @@ def main() -> None:
             "memguard_state_path": {"type": "path", "default": DEFAULT_STATE_PATH},
             "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
             "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
+            "releases_dir": {"type": "path", "default": DEFAULT_RELEASES_DIR},
         },
         supports_check_mode=True,
     )
@@ -491,6 +507,7 @@ def main() -> None:
         memguard_log_path=params["memguard_log_path"],
         ports=tuple(params["ports"]),
         files=tuple(params["files"]),
+        releases_dir=params["releases_dir"],
     )
 
     def run_command(argv: list[str]) -> tuple[int, str, str]:

@@ -22,12 +22,16 @@ description:
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
+  content:
+    description:
+      - The profile's text, instead of O(src) (a release's profile, kept on the head, for a rollback). Exactly one
+        of O(src) and O(content) is given.
+    type: str
   src:
     description:
       - Path of the serving profile. A relative path is looked up from the current directory, then in the play's
-        C(files/) search path.
+        C(files/) search path. Exactly one of O(src) and O(content) is given.
     type: path
-    required: true
   shape:
     description:
       - Shape to validate for and plan. Defaults to the profile's C(default_shape).
@@ -131,6 +135,10 @@ fabric:
       the fabric role, so the fabric is planned once, from the same checked hosts.
   returned: success
   type: dict
+text:
+  description: The profile's text exactly as read (a boot keeps it in its release).
+  returned: success
+  type: str
 started:
   description: When the planning began, in seconds since the epoch (the controller's clock).
   returned: success
@@ -153,13 +161,16 @@ from ansible.module_utils.basic import AnsibleModule
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "src": {"type": "path", "required": True},
+            "src": {"type": "path"},
+            "content": {"type": "str"},
             "shape": {"type": "str"},
             "hosts": {"type": "list", "elements": "str"},
             "head_group": {"type": "str", "default": "dgxspark_head"},
             "workers_group": {"type": "str", "default": "dgxspark_workers"},
             "discovered": {"type": "dict"},
         },
+        required_one_of=[("src", "content")],
+        mutually_exclusive=[("src", "content")],
         supports_check_mode=True,
     )
     module.fail_json(

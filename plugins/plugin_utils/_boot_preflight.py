@@ -14,11 +14,15 @@ Plain data in and out; the ``boot_preflight`` action plugin reads the profile an
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _releases
 from ansible_collections.dgxspark.cluster.plugins.module_utils._fabric_verify import nccl_names
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, fabric_expectation
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import FAIL, PASS, SPEC_LABEL, WARN
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import check_line as _line
 
 # The fabric role's settings the difference depends on (its variables without the fabric_ prefix).
 FABRIC_SETTINGS = ("backend", "networkd_dir", "netplan_dir", "sysctl_dir")
@@ -79,6 +83,170 @@ def kernel_differences(lines: Sequence[Mapping[str, str]]) -> dict[str, list[str
     return out
 
 
+def image_ids(plan: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, str | None]:
+    """Host to the ID of its rank's image on its node (None: not there)."""
+    out: dict[str, str | None] = {}
+    for rank in plan["ranks"]:
+        node = facts.get(rank["host"]) if isinstance(facts.get(rank["host"]), Mapping) else {}
+        images = ((node.get("docker") or {}).get("images")) or []
+        out[rank["host"]] = next((i.get("id") for i in images if rank["image"] in (i.get("tags") or [])), None)
+    return out
+
+
+def _running_specs(plan: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, str]:
+    """Host to the spec label of its rank's container that runs there."""
+    specs: dict[str, str] = {}
+    for rank in plan["ranks"]:
+        node = facts.get(rank["host"]) if isinstance(facts.get(rank["host"]), Mapping) else {}
+        for item in ((node.get("docker") or {}).get("containers")) or []:
+            if item.get("name") == rank["container_name"] and item.get("state") == "running":
+                specs[rank["host"]] = str((item.get("labels") or {}).get(SPEC_LABEL, ""))
+    return specs
+
+
+def release(
+    plan: Mapping[str, Any],
+    profile_sha256: str,
+    facts: Mapping[str, Any],
+    candidate: bool = False,
+    target: str | None = None,
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """What this boot means for the releases on the head, and the preflight's lines about it.
+
+    The decision: ``first`` (no release yet: this boot's becomes the promoted one), ``promoted`` (the promoted
+    release's ranks again, spec for spec: a change to what the preflight checks alone is not a new release),
+    ``candidate`` (another profile, asked for with ``candidate``), ``rollback`` (to release ``target``). Another
+    profile without ``candidate`` FAILs ``release``. Every boot also checks that the rollback target's images are
+    on every node (``rollback-images``): a rollback must not find them gone."""
+    head = plan["head"]
+    node = facts.get(head) if isinstance(facts.get(head), Mapping) else {}
+    known = node.get("releases")
+    lines: list[dict[str, str]] = []
+    if not isinstance(known, Mapping):
+        line = _line("release", head, FAIL, "the head's releases were not read (node_facts' releases section)")
+        return {"decision": None}, [line]
+    for problem in known.get("problems") or []:
+        lines.append(_line("release", head, WARN, f"not a release: {problem}"))
+    summaries = {r["id"]: r for r in known.get("releases") or []}
+    promoted = summaries.get(known.get("promoted") or "")
+    specs = {r["host"]: r["spec_sha256"] for r in plan["ranks"]}
+    decision: dict[str, Any] = {"promoted": promoted["id"] if promoted else None}
+    if target:
+        if target not in summaries:
+            listing = ", ".join(summaries) or "none"
+            lines.append(_line("release", head, FAIL, f"no release {target} on the head (known: {listing})"))
+            return {**decision, "decision": None}, lines
+        decision.update(decision="rollback", target=target)
+        same = summaries[target]["spec_sha256"] == specs
+        lines.append(
+            _line(
+                "release",
+                head,
+                PASS if same else WARN,
+                f"rolls back to release {target}"
+                + ("" if same else " (its ranks' specs differ from what it recorded: the nodes' NCCL names changed?)"),
+            )
+        )
+    elif promoted is None:
+        decision["decision"] = "first"
+        lines.append(_line("release", head, PASS, "no release yet: this boot's becomes the first, promoted"))
+    elif promoted["spec_sha256"] == specs:  # what serves is the ranks' specs (a preflight floor is not)
+        decision["decision"] = "promoted"
+        lines.append(_line("release", head, PASS, f"serves the promoted release {promoted['id']}"))
+    elif candidate:
+        decision["decision"] = "candidate"
+        lines.append(
+            _line("release", head, WARN, f"serves a CANDIDATE, not the promoted release {promoted['id']} (asked for)")
+        )
+    else:
+        decision["decision"] = None
+        lines.append(
+            _line(
+                "release",
+                head,
+                FAIL,
+                f"the promoted release is {promoted['id']} (profile {str(promoted['profile_sha256'])[:12]}); this "
+                f"profile ({profile_sha256[:12]}) is another: boot it as a candidate (-e boot_candidate=true, as "
+                "playbooks/promote.yml does), or go back with playbooks/rollback.yml",
+            )
+        )
+    lines += _rollback_images(summaries, known, plan, facts, target)
+    return decision, lines
+
+
+def _rollback_images(
+    summaries: Mapping[str, Mapping[str, Any]],
+    known: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    target: str | None,
+) -> list[dict[str, str]]:
+    """``rollback-images``: the release a rollback would go to (``target``, or the previous promoted one while
+    the promoted serves, or the promoted one while another serves) has its image on every node."""
+    promoted, before = summaries.get(known.get("promoted") or ""), summaries.get(known.get("previous") or "")
+    serving_specs = _running_specs(plan, facts)
+    serves_promoted = promoted is not None and promoted["spec_sha256"] == serving_specs
+    chosen = summaries.get(target or "") or (promoted if promoted and serving_specs and not serves_promoted else before)
+    if chosen is None:
+        return [_line("rollback-images", plan["head"], PASS, "no release to roll back to yet")]
+    lines = []
+    for rank in plan["ranks"]:
+        host = rank["host"]
+        node = facts.get(host) if isinstance(facts.get(host), Mapping) else {}
+        have = {i.get("id") for i in ((node.get("docker") or {}).get("images")) or []}
+        wanted = (chosen.get("images") or {}).get(host)
+        if wanted is None:
+            lines.append(_line("rollback-images", host, WARN, f"release {chosen['id']} recorded no image for {host}"))
+        elif wanted in have:
+            lines.append(_line("rollback-images", host, PASS, f"release {chosen['id']}'s image {wanted[:19]} is here"))
+        else:
+            lines.append(
+                _line(
+                    "rollback-images",
+                    host,
+                    FAIL,
+                    f"release {chosen['id']} ({chosen['image']}) needs image {wanted[:19]}, which is gone from this "
+                    f"node: put it back with playbooks/images.yml -e dgxspark_release={chosen['id']} (the "
+                    "collection never removes the images of the promoted release or the previous one)",
+                )
+            )
+    return lines
+
+
+def release_record(
+    planned: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    decision: Mapping[str, Any],
+    images: Mapping[str, str | None],
+    by: str,
+    now: float,
+) -> dict[str, Any] | None:
+    """The release this boot records once it serves (``first``: promoted at once; ``candidate``), or None when
+    it records none (the promoted release again, a rollback to a known one, a refused boot)."""
+    if decision.get("decision") not in ("first", "candidate"):
+        return None
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    sha = str(plan["profile_sha256"])
+    history = [{"event": "booted", "at": created, "by": by}]
+    if decision["decision"] == "first":
+        history.append({"event": "promoted", "at": created, "by": by, "detail": "the first release"})
+    return {
+        "schema_version": _releases.SCHEMA_VERSION,
+        "id": _releases.release_id(created, sha),
+        "state": "promoted" if decision["decision"] == "first" else "candidate",
+        "created": created,
+        "by": by,
+        "profile": {"path": str(planned.get("src")), "sha256": sha, "text": str(planned.get("text", ""))},
+        "shape": plan["shape"],
+        "plan": dict(plan),
+        "spec_sha256": {rank["host"]: rank["spec_sha256"] for rank in plan["ranks"]},
+        "image": plan["ranks"][0]["image"],
+        "images": dict(images),
+        "evidence": {},
+        "history": history,
+    }
+
+
 def would_do(
     plan: Mapping[str, Any],
     profile: Mapping[str, Any],
@@ -95,7 +263,7 @@ def would_do(
         node = facts.get(host) if isinstance(facts.get(host), Mapping) else {}
         for role, changes in (differences.get(host) or {}).items():
             if changes:
-                lines.append(f"{host}: the {role} would change: " + "; ".join(changes))
+                lines.append(f"{host}: the {role} would change (check mode): " + "; ".join(changes))
             else:
                 lines.append(f"{host}: the {role} is as planned: left alone")
         units = ((node.get("services") or {}).get("units")) or {}

@@ -17,7 +17,9 @@ samples unless the operator asked to clear it; a guard not installed yet WARNs),
 head's API port and the master port are not held by another process; held by the rank's own container
 that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's findings: release, pages,
 memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier),
-``weights`` (the weights path exists).
+``weights`` (the weights path exists); and, made in ``_boot_preflight`` from the head's ``releases`` section,
+``release`` (the boot serves the promoted release, or a candidate asked for, or rolls back to a known release)
+and ``rollback-images`` (the release a rollback would go to has its image on every node).
 
 ``guard-tripped`` reads node_facts' ``memguard`` section and ``port-free`` its ``ports`` section (asked for
 the plan's ports): a node whose facts lack them WARNs that the check could not be made.
@@ -48,6 +50,8 @@ CHECKS = (
     "limits",
     "fabric-ports",
     "weights",
+    "release",
+    "rollback-images",
 )
 SPEC_LABEL = f"{LABEL_PREFIX}.spec_sha256"
 # Environment names whose values are never shown (node_facts already redacts the ones it recognises).
@@ -66,8 +70,12 @@ CLEAR_TRIP = (
 )
 
 
-def _line(check: str, host: str, status: str, message: str) -> dict[str, str]:
+def check_line(check: str, host: str, status: str, message: str) -> dict[str, str]:
+    """One line of the report."""
     return {"check": check, "host": host, "status": status, "message": message}
+
+
+_line = check_line
 
 
 def preflight(
@@ -77,10 +85,12 @@ def preflight(
     replace: bool = False,
     skip: Sequence[str] = (),
     clear_trip: bool = False,
+    more: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """Every check on every rank's host; ``failed`` when any check FAILs; ``as_planned``: host to whether
-    its rank already serves exactly as planned. ``replace``: the operator asked to replace a previous
-    container; ``clear_trip``: to clear a tripped memory guard (the boot does it)."""
+        its rank already serves exactly as planned. ``replace``: the operator asked to replace a previous
+        container; ``clear_trip``: to clear a tripped memory guard (the boot does it); ``more``: lines of checks made
+    elsewhere on the same facts (the releases'), reported and judged with these."""
     unknown = sorted(set(skip) - set(CHECKS))
     if unknown:
         raise ValueError(f"unknown preflight checks to skip: {', '.join(unknown)} (known: {', '.join(CHECKS)})")
@@ -104,7 +114,8 @@ def preflight(
         docker = node.get("docker") or {}
         serving = _serving_as_planned(rank, docker)
         as_planned[host] = serving is not None
-        lines.append(_memory(host, node, floor, rank["container_name"] if serving else None))
+        replacing = replace and _runs(rank, docker)
+        lines.append(_memory(host, node, floor, rank["container_name"] if serving else None, replacing))
         if not docker.get("present"):
             lines.append(_line("docker", host, FAIL, f"the Docker engine does not answer: {docker.get('error')}"))
         else:
@@ -120,6 +131,7 @@ def preflight(
         lines.append(_fabric(host, node))
         lines.append(_weights(host, node, host_section.get("weights_path")))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
+    lines += [dict(line) for line in more]
     lines = [_skipped(line) if line["check"] in skip else line for line in lines]
     failed = [line for line in lines if line["status"] == FAIL]
     return {
@@ -144,7 +156,16 @@ def _serving_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> M
     return None
 
 
-def _memory(host: str, node: Mapping[str, Any], floor: float, serving: str | None) -> dict[str, str]:
+def _runs(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> bool:
+    """A container of the rank's name runs on the node (whatever its spec)."""
+    return any(
+        c.get("name") == rank["container_name"] and c.get("state") == "running" for c in docker.get("containers") or []
+    )
+
+
+def _memory(
+    host: str, node: Mapping[str, Any], floor: float, serving: str | None, replacing: bool = False
+) -> dict[str, str]:
     available = (node.get("memory") or {}).get("mem_available_bytes")
     if serving:
         found = "unknown" if available is None else f"{available / GIB:.1f} GiB"
@@ -157,8 +178,17 @@ def _memory(host: str, node: Mapping[str, Any], floor: float, serving: str | Non
         )
     if available is None:
         return _line("mem-available", host, FAIL, "MemAvailable unknown (could not read /proc/meminfo)")
+    found = f"MemAvailable {available / GIB:.1f} GiB, needs >= {floor:g} GiB"
+    if available < floor * GIB and replacing:  # a rollback or a candidate: the running rank holds the memory
+        return _line(
+            "mem-available",
+            host,
+            WARN,
+            f"{found}, but the rank that runs now holds memory and this boot replaces it (asked for): "
+            "the guard's startup phase watches the new rank's load",
+        )
     status = PASS if available >= floor * GIB else FAIL
-    return _line("mem-available", host, status, f"MemAvailable {available / GIB:.1f} GiB, needs >= {floor:g} GiB")
+    return _line("mem-available", host, status, found)
 
 
 def _previous(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], replace: bool) -> dict[str, str]:
@@ -429,7 +459,12 @@ def _image(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any]) -> tup
         if image in item.get("tags", []):
             return _line("image-present", host, PASS, f"{image} is {item.get('id')}"), item.get("id")
     return (
-        _line("image-present", host, FAIL, f"{image} is not on this node (a boot never pulls: docker load it)"),
+        _line(
+            "image-present",
+            host,
+            FAIL,
+            f"{image} is not on this node (a boot never pulls): playbooks/images.yml streams it from the head",
+        ),
         None,
     )
 

@@ -89,7 +89,8 @@ def test_only_the_planned_peers_are_heard(
 
     send_from(OTHER, port, memguard.peer_message(KEY, "spark-a", "emergency", time.time()))
     assert wait_for(lambda: docker.stops(), SLACK) == [STOP]
-    assert guard.daemon.guard.tripped["from_peer"] == "spark-a"
+    tripped = wait_for(lambda: guard.daemon.guard.tripped, SLACK)  # set right after the stop, in the daemon's thread
+    assert tripped["from_peer"] == "spark-a"
 
 
 def test_a_peer_cannot_speak_for_another(

@@ -15,10 +15,31 @@ from ansible.template import Templar
 from ansible_collections.dgxspark.cluster.plugins.action import boot_preflight, serving_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
-    facts,
+    facts as node_facts,
+)
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
     node,
     stored_guard,
 )
+
+NO_RELEASES = {
+    "directory": "/var/lib/dgxspark-cluster/releases",
+    "present": False,
+    "releases": [],
+    "promoted": None,
+    "previous": None,
+    "protected_images": {},
+    "problems": [],
+}
+
+
+def facts(releases: dict[str, Any] | None = None, **per_host: dict[str, Any]) -> dict[str, Any]:
+    """test__preflight's nodes, the head with the releases it keeps (none by default)."""
+    given = node_facts(**per_host)
+    if "spark-head" in given:
+        given["spark-head"] = {**given["spark-head"], "releases": releases or NO_RELEASES}
+    return given
+
 
 HOSTVARS = {
     "spark-head": {"dgxspark_rank": 0, "dgxspark_fabric_address": "198.51.100.10"},
@@ -119,3 +140,84 @@ def test_a_planned_result_without_a_plan_is_refused() -> None:
     bare = run(serving_profile, {"src": str(SPARK3), "hosts": []})
     result = run(boot_preflight, {"planned": bare, "facts": facts()})
     assert result["failed"] is True and "serving_profile result with a plan" in result["msg"]
+
+
+def releases_kept(*summaries: dict[str, Any], promoted: str | None = None, previous: str | None = None) -> dict:
+    return {**NO_RELEASES, "present": True, "releases": list(summaries), "promoted": promoted, "previous": previous}
+
+
+def summary(ident: str, state: str, specs: dict[str, str], image_id: str = "sha256:aa", sha: str = "0" * 64) -> dict:
+    return {
+        "id": ident,
+        "state": state,
+        "created": "2026-12-01T10:00:00Z",
+        "by": "op",
+        "profile_sha256": sha,
+        "shape": "tp3-triangle",
+        "image": "spark-ds41f:1030",
+        "images": dict.fromkeys(HOSTVARS, image_id),
+        "spec_sha256": specs,
+    }
+
+
+SPECS = {r["host"]: r["spec_sha256"] for r in PLANNED["plan"]["ranks"]}
+OLD = "r20261130T100000Z-aaaaaaaaaaaa"
+NOW = "r20261201T100000Z-" + PLANNED["profile_sha256"][:12]
+
+
+def lines_of(result: dict[str, Any], check: str) -> list[str]:
+    return [line for line in result["msg"] if f"  {check} " in line or line.startswith(f"{check}  ")]
+
+
+def test_the_first_boot_records_the_first_release_promoted() -> None:
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(), "by": "op@ctl"})
+    assert not result.get("failed"), result["msg"]
+    assert result["release"]["decision"] == "first"
+    record = result["release"]["record"]
+    assert record["state"] == "promoted" and record["by"] == "op@ctl"
+    assert record["profile"]["text"] == SPARK3.read_text()
+    assert record["spec_sha256"] == SPECS and record["images"] == dict.fromkeys(HOSTVARS, "sha256:aa")
+    assert [e["event"] for e in record["history"]] == ["booted", "promoted"]
+    assert any("no release yet" in line for line in lines_of(result, "release"))
+
+
+def test_another_profile_than_the_promoted_one_takes_boot_candidate() -> None:
+    kept = releases_kept(summary(OLD, "promoted", dict.fromkeys(HOSTVARS, "old")), promoted=OLD)
+    refused = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept)})
+    assert refused["failed"] is True
+    assert any(f"the promoted release is {OLD}" in line and "boot_candidate" in line for line in refused["msg"])
+    allowed = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept), "candidate": True})
+    assert not allowed.get("failed"), allowed["msg"]
+    assert allowed["release"]["decision"] == "candidate" and allowed["release"]["record"]["state"] == "candidate"
+    assert any("serves a CANDIDATE" in line for line in allowed["msg"])
+
+
+def test_the_promoted_release_again_records_nothing() -> None:
+    kept = releases_kept(summary(NOW, "promoted", SPECS, sha=PLANNED["profile_sha256"]), promoted=NOW)
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept)})
+    assert not result.get("failed"), result["msg"]
+    assert result["release"]["decision"] == "promoted" and result["release"]["record"] is None
+
+
+def test_a_rollback_target_whose_image_is_gone_from_a_node_fails() -> None:
+    kept = releases_kept(
+        summary(OLD, "retired", dict.fromkeys(HOSTVARS, "old"), image_id="sha256:old"),
+        summary(NOW, "promoted", SPECS, sha=PLANNED["profile_sha256"]),
+        promoted=NOW,
+        previous=OLD,
+    )
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept)})
+    assert result["failed"] is True
+    gone = [line for line in result["msg"] if line.startswith("rollback-images  ")]
+    assert len(gone) == 3 and f"images.yml -e dgxspark_release={OLD}" in gone[0]
+    # with the old image on every node, it passes
+    with_old = facts(kept)
+    for node_facts_of in with_old.values():
+        node_facts_of["docker"]["images"].append({"id": "sha256:old", "tags": []})
+    assert not run(boot_preflight, {"planned": PLANNED, "facts": with_old}).get("failed")
+
+
+def test_a_rollback_to_an_unknown_release_fails() -> None:
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(), "release": OLD})
+    assert result["failed"] is True
+    assert any(f"no release {OLD} on the head" in line for line in result["msg"])

@@ -92,8 +92,20 @@ def test_broken_profile_file(tmp_path: Any) -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(Exception, match="src"):
-        run({"shape": "x"})
+    for args in ({"shape": "x"}, {"src": str(SPARK3), "content": "{}"}):
+        result = run(args)
+        assert result["failed"] is True and "src (a file) or as content (its text), one of them" in result["msg"]
+    with pytest.raises(Exception, match="hosts"):
+        run({"src": str(SPARK3), "hosts": {"a": 1}})
+
+
+def test_content_plans_as_src_does() -> None:
+    from_file = run({"src": str(SPARK3), "hosts": list(HOSTVARS)}, {"groups": GROUPS, "hostvars": HOSTVARS})
+    given = run({"content": from_file["text"], "hosts": list(HOSTVARS)}, {"groups": GROUPS, "hostvars": HOSTVARS})
+    assert not given.get("failed"), given
+    assert given["text"] == SPARK3.read_text()
+    assert given["profile_sha256"] == from_file["profile_sha256"]
+    assert [r["spec_sha256"] for r in given["plan"]["ranks"]] == [r["spec_sha256"] for r in from_file["plan"]["ranks"]]
 
 
 def test_profile_is_returned_with_defaults() -> None:

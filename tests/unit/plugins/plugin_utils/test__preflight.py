@@ -432,3 +432,14 @@ def test_a_difference_only_in_the_docker_run_options_says_so() -> None:
     )
     message = previous_line(plan, gb10_docker())["message"]
     assert "; the rest differs in the docker run options (not compared here)); remove it" in message
+
+
+def test_a_rank_replaced_on_purpose_holds_memory_so_a_low_reading_warns() -> None:
+    running = [{"name": "vllm_dsv41", "state": "running", "labels": {"dgxspark.cluster.spec_sha256": "old"}}]
+    low = facts(**{"spark-w1": node(1, available_gib=12, containers=running)})
+    refused = preflight(low, PLAN, PROFILE.data)
+    assert by(refused, "mem-available", "spark-w1")["status"] == "FAIL"
+    replaced = preflight(low, PLAN, PROFILE.data, replace=True)
+    line = by(replaced, "mem-available", "spark-w1")
+    assert line["status"] == "WARN" and "this boot replaces it" in line["message"]
+    assert not replaced["failed"], replaced["report"]

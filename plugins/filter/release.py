@@ -1,0 +1,37 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the releases. Documentation: the .yml file of each filter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _release_report
+
+
+def release_report(result: Any, show: bool = False) -> list[str]:
+    try:
+        return _release_report.showing(result["release"]) if show else _release_report.listing(result)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise AnsibleFilterError(
+            f"dgxspark.cluster.release_report: needs the release module's answer: {error}"
+        ) from None
+
+
+def rollback_target(result: Any, head: str, head_spec: Any = None, wanted: str = "") -> str:
+    try:
+        return _release_report.rollback_target(result, head, str(head_spec) if head_spec else None, wanted or "")
+    except ValueError as error:
+        raise AnsibleFilterError(f"rollback: {error}") from None
+    except (KeyError, TypeError, AttributeError) as error:
+        raise AnsibleFilterError(
+            f"dgxspark.cluster.rollback_target: needs the release module's answer: {error}"
+        ) from None
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Callable[..., Any]]:
+        return {"release_report": release_report, "rollback_target": rollback_target}
