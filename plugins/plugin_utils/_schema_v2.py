@@ -56,6 +56,14 @@ WAIVABLE_CHECKS = {
     "nccl-no-nic-merge": "NCCL_IB_MERGE_NICS=0 (seed 002 section 4.3)",
     "usable-memory-gib": "memory.usable_gib within a GB10's MemTotal in GiB (docs/units.md)",
     "fabric-not-management": "fabric addresses apart from management addresses (seed 000)",
+    # The privilege policy (docs/profile.md, "What a rank may get of its node"): what a rank may not get.
+    "privileged": "no --privileged",
+    "host-mounts": "no bind of the node's /, /run or engine sockets, none of its system directories writable",
+    "pid-host": "no --pid=host",
+    "dangerous-capabilities": "no capability beyond IPC_LOCK and SYS_NICE that reaches the node",
+    "dangerous-devices": "no /dev/mem, /dev/kmem, /dev/port or block device",
+    "apparmor-unconfined": "Docker's AppArmor profile kept",
+    "weights-read-only": "host.weights_path bound read-only",
 }
 
 # How the nodes are cabled, and the fabric transports seed 000 names for them.
