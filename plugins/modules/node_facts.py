@@ -319,7 +319,7 @@ node:
       description:
         - C(present) (systemctl answered; null when no unit was asked for), C(error) and C(units), by name, each
           with C(id), C(load_state), C(active_state), C(sub_state), C(unit_file_state), C(result) (why it last
-          stopped: success, exit-code, watchdog, start-limit-hit...) and C(restarts) (systemd's NRestarts).
+          stopped, such as success, exit-code, watchdog or start-limit-hit) and C(restarts) (systemd's NRestarts).
       returned: when asked for
       type: dict
     memguard:
