@@ -20,6 +20,17 @@ def kernel_findings(node: Any, expect: Any = None, skip: Any = ()) -> list[dict[
         raise AnsibleFilterError("dgxspark.cluster.kernel_findings: " + format_problems(exc.problems)) from None
 
 
+def kernel_grub_dropin(words: Any) -> str:
+    try:
+        return _kernel.grub_dropin(words)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"dgxspark.cluster.kernel_grub_dropin: {exc}") from None
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"kernel_findings": kernel_findings, "kernel_report": _kernel.report}
+        return {
+            "kernel_findings": kernel_findings,
+            "kernel_report": _kernel.report,
+            "kernel_grub_dropin": kernel_grub_dropin,
+        }

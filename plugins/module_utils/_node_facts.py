@@ -54,7 +54,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import facts as releases_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sockets import listening_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sysfs import SysfsReader, default_fabric_interfaces
-from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
+from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import PROPERTIES, parse_show, show_argv
 
 SECTIONS: tuple[str, ...] = (
     "memory",
@@ -447,7 +447,7 @@ class _Gatherer:
     # ------------------------------------------------------------ services
     def services(self) -> dict[str, Any]:
         units = list(self.options.services)
-        unknown = dict.fromkeys(("id", "load_state", "active_state", "sub_state", "unit_file_state"))
+        unknown = dict.fromkeys(fact for _prop, fact in PROPERTIES)
         facts: dict[str, Any] = {"present": None, "error": None, "units": {}}
         if not units:
             return facts

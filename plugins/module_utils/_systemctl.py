@@ -5,6 +5,7 @@
 ``systemctl show --property=A,B -- u1 u2`` prints each unit's properties as ``Key=value`` lines, one block
 per unit in the order asked, blocks separated by an empty line (systemctl(1)). A unit systemd does not know
 still gets a block (``LoadState=not-found``, ``ActiveState=inactive``, empty ``UnitFileState``).
+Values are kept as systemctl prints them (``NRestarts=3`` is the string ``"3"``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ PROPERTIES: tuple[tuple[str, str], ...] = (
     ("ActiveState", "active_state"),
     ("SubState", "sub_state"),
     ("UnitFileState", "unit_file_state"),
+    # why the unit last stopped (success, exit-code, watchdog, start-limit-hit, ...) and how often systemd
+    # restarted it: what tells a guard that crashed and is restarting from one that gave up
+    ("Result", "result"),
+    ("NRestarts", "restarts"),
 )
 
 UnitState = Dict[str, Optional[str]]

@@ -323,18 +323,23 @@ node:
     services:
       description:
         - C(present) (systemctl answered; null when no unit was asked for), C(error) and C(units), by name, each
-          with C(id), C(load_state), C(active_state), C(sub_state) and C(unit_file_state).
+          with C(id), C(load_state), C(active_state), C(sub_state), C(unit_file_state), C(result) (why it last
+          stopped, such as success, exit-code, watchdog or start-limit-hit) and C(restarts) (systemd's NRestarts).
       returned: when asked for
       type: dict
     memguard:
       description:
         - The memory guard, read from its files (never asked). C(installed) (its state or trip file exists),
-          C(running) (the state's C(pid) is alive and the state is at most 30 s old; null without a state file),
-          C(pid), C(phase), C(startup_overdue), C(trips), C(updated_utc), C(state_age_s), C(last_sample),
+          C(running) (the state's C(pid) is alive and the state is no older than its C(health.stale_after_s), 30 s
+          when it has none; null without a state file), C(pid), C(phase), C(startup_overdue), C(trips),
+          C(updated_utc), C(state_age_s), C(last_sample), C(health) (the guard's own C(ok), C(problems),
+          C(write_errors), C(watchdog_s), C(stale_after_s), C(started); null from a guard that writes none),
+          C(peers) (C(listening) and C(listen_error) of its peer listener, null with none; C(rejections), the
+          connections refused; C(clock_skew), a peer's trip refused for its date),
           C(state_path), C(trip_path) and C(tripped) - null, or C(time) (epoch seconds), C(time_utc), C(reason),
           C(from_peer) (the peer whose trip stopped this rank), C(stop) (what the stop did) and C(samples) (the
-          samples recorded with the trip, each C(t), C(mem_available), C(psi_full_avg10), C(low); null when not
-          found).
+          samples recorded with the trip, each C(t), C(mem_available), C(psi_full_avg10), C(low), from the state,
+          the trip file, or the decision log and its rotated C(.1); null when not found).
       returned: when asked for
       type: dict
       sample:

@@ -9,6 +9,11 @@ module the vllm_container role starts a rank with), with its value read and chec
 parameter needs it, or is refused with the reason and what to do instead. :func:`render_docker_args` is
 the only reader: the profile's validator reports its problems and the plan keeps its parameters, so an
 option the validator accepts is an option that starts.
+
+The table also holds the privilege policy (each row's ``policy``, read by :func:`privilege_policy` on the
+value the row's own reader gives): ``--privileged``, binds of the host's root, sockets or system
+directories, ``--pid=host``, dangerous capabilities and devices and ``apparmor=unconfined`` are errors a
+profile may waive by name with a reason; ``seccomp=unconfined`` is a warning.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import csv
 import ipaddress
 import math
+import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +39,20 @@ KEY = "key"
 FLAG = "flag"
 
 Convert = Callable[[str | None], Any]
+
+
+@dataclass(frozen=True)
+class Risk:
+    """What the privilege policy finds in one option: the rank gets more of the host than serving needs."""
+
+    check: str
+    """The check, by the name a profile's ``waivers`` accepts it under; empty for a warning alone."""
+    message: str
+    expected: str
+    warning: bool = False
+
+
+Policy = Callable[[Any], "list[Risk]"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +79,8 @@ class DockerRunOption:
     """Options Docker (or the module) refuses together with this one."""
     why: str = ""
     """Why ``requires`` or ``conflicts`` hold."""
+    policy: Policy | None = None
+    """The privilege policy's look at the value ``convert`` read: what it gives the rank over the host."""
 
     @property
     def renders(self) -> bool:
@@ -437,6 +459,245 @@ def _restart(value: str | None) -> str:
     return "no"
 
 
+# ----------------------------------------------------------------------------- the privilege policy
+# A rank serves a model: it needs the GPU, the RDMA devices, IPC_LOCK (RDMA pins memory) and SYS_NICE (the
+# engine's thread priorities), and nothing that reaches past its container into the node. Each option that
+# can give more says so here, next to how it renders; a profile that needs it anyway names a waiver with
+# its reason (``waivers``: the check's name). What a check keeps out, with the reason:
+
+PRIVILEGED = "privileged"
+HOST_MOUNTS = "host-mounts"
+PID_HOST = "pid-host"
+CAPABILITIES = "dangerous-capabilities"
+DEVICES = "dangerous-devices"
+APPARMOR = "apparmor-unconfined"
+WEIGHTS_READ_ONLY = "weights-read-only"
+PRIVILEGE_CHECKS = (PRIVILEGED, HOST_MOUNTS, PID_HOST, CAPABILITIES, DEVICES, APPARMOR, WEIGHTS_READ_ONLY)
+
+# Capabilities that reach the host's kernel, memory, processes or network, and why. Docker's default set
+# (CHOWN, NET_RAW, ...) stays; IPC_LOCK and SYS_NICE are what ranks need.
+DANGEROUS_CAPABILITIES = {
+    "ALL": "every capability, those below included",
+    "SYS_ADMIN": "mount, namespaces and most of what root may do: the usual way out of a container",
+    "SYS_MODULE": "loading kernel modules: code in the node's kernel",
+    "SYS_PTRACE": "tracing other processes and reading their memory (the node's, with --pid=host)",
+    "SYS_RAWIO": "raw I/O ports and memory: the node's memory read and written",
+    "SYS_BOOT": "rebooting the node",
+    "SYS_TIME": "setting the node's clock (the memory guards refuse peer messages by their date)",
+    "NET_ADMIN": "reconfiguring the node's interfaces, routes and firewall (ranks run on --network=host)",
+    "DAC_READ_SEARCH": "opening any file of the node by its handle (open_by_handle_at, the 'shocker' escape)",
+    "BPF": "loading BPF programs into the node's kernel",
+    "MAC_ADMIN": "changing the AppArmor policy",
+    "MAC_OVERRIDE": "overriding the AppArmor policy",
+    "SYSLOG": "reading the kernel log and the kernel addresses it holds",
+}
+NEEDED_CAPABILITIES = ("IPC_LOCK", "SYS_NICE")
+# Devices that are the node's memory or its disks.
+_MEMORY_DEVICES = ("/dev/mem", "/dev/kmem", "/dev/port")
+_BLOCK_DEVICE = re.compile(
+    r"/dev/((sd|hd|vd|xvd)[a-z]+[0-9]*|nvme[0-9]+(n[0-9]+(p[0-9]+)?)?|mmcblk[0-9]+(p[0-9]+)?|(dm-|md|loop|nbd|sr|zram)[0-9]+"
+    r"|(mapper|disk|md|block)(/.*)?)"
+)
+# Host paths a rank may not bind at all (the root, the container engines' sockets and the directories that
+# hold them: a socket is reachable through a read-only bind too), and ones it may bind read-only only.
+_NEVER_BOUND = ("/", "/run", "/var/run", "/run/docker.sock", "/var/run/docker.sock", "/run/containerd")
+_SOCKET_NAMES = ("docker.sock", "containerd.sock")
+_READ_ONLY_ONLY = ("/etc", "/proc", "/sys", "/boot", "/dev", "/root", "/usr", "/var/lib/docker")
+
+
+def _under(path: str, parent: str) -> bool:
+    return parent == "/" or path == parent or path.startswith(parent + "/")
+
+
+def _normal(path: str) -> str:
+    return "/" + "/".join(part for part in posixpath.normpath(path).split("/") if part)
+
+
+def bind(name: str, value: Any) -> tuple[str, bool] | None:
+    """The host path an option binds into the rank and whether the bind is read-only; None for no bind
+    (an anonymous or named volume, a tmpfs)."""
+    if name == "--volume":
+        parts = str(value).split(":")
+        if len(parts) < 2 or not parts[0].startswith("/"):
+            return None
+        modes = parts[2].split(",") if len(parts) == 3 else []
+        return _normal(parts[0]), "ro" in modes
+    if name == "--mount" and isinstance(value, Mapping) and value.get("type") == "bind":
+        read_only = bool(value.get("read_only") or value.get("read_only_force_recursive"))
+        return _normal(str(value.get("source", ""))), read_only
+    return None
+
+
+def _bind_risks(name: str) -> Policy:
+    def policy(value: Any) -> list[Risk]:
+        found = bind(name, value)
+        if found is None:
+            return []
+        source, read_only = found
+        if source in _NEVER_BOUND or source.endswith(_SOCKET_NAMES):
+            return [
+                Risk(
+                    HOST_MOUNTS,
+                    f"{source} of the host is bound into the rank: "
+                    + (
+                        "the node's whole filesystem"
+                        if source == "/"
+                        else "a container engine's socket, root on the node"
+                    ),
+                    "no bind of /, /run or a Docker or containerd socket",
+                )
+            ]
+        if not read_only and any(_under(source, top) for top in _READ_ONLY_ONLY):
+            return [
+                Risk(
+                    HOST_MOUNTS,
+                    f"{source} of the host is bound writable into the rank: it holds the node's configuration, "
+                    "kernel interfaces or system files",
+                    f"a read-only bind ({source}:<path>:ro, or readonly on --mount), or none",
+                )
+            ]
+        return []
+
+    return policy
+
+
+def _privileged_risks(value: Any) -> list[Risk]:
+    if value is not True:
+        return []
+    return [
+        Risk(
+            PRIVILEGED,
+            "--privileged gives the rank every capability and every device of the node, without AppArmor or seccomp",
+            "--gpus=all, --device=/dev/infiniband:/dev/infiniband:rwm and --cap-add=IPC_LOCK (seed 000), "
+            "not --privileged",
+        )
+    ]
+
+
+def _pid_risks(value: Any) -> list[Risk]:
+    if value != "host":
+        return []
+    return [
+        Risk(
+            PID_HOST,
+            "--pid=host shows the rank every process of the node, to signal and (with SYS_PTRACE) to trace",
+            "no --pid (the rank's own PID namespace)",
+        )
+    ]
+
+
+def _capability_risks(value: Any) -> list[Risk]:
+    name = str(value).upper().removeprefix("CAP_")
+    if name not in DANGEROUS_CAPABILITIES:
+        return []
+    return [
+        Risk(
+            CAPABILITIES,
+            f"--cap-add={value} gives the rank {DANGEROUS_CAPABILITIES[name]}",
+            f"only the capabilities ranks need: {', '.join(NEEDED_CAPABILITIES)}",
+        )
+    ]
+
+
+def _device_risks(value: Any) -> list[Risk]:
+    source = _normal(str(value).split(":")[0])
+    if source in _MEMORY_DEVICES:
+        what = "the node's physical memory or I/O ports"
+    elif source == "/dev" or _BLOCK_DEVICE.fullmatch(source):
+        what = "the node's disks (a block device): every file on them, whatever their permissions"
+    else:
+        return []
+    return [Risk(DEVICES, f"--device {source} gives the rank {what}", "the GPU (--gpus) and /dev/infiniband only")]
+
+
+def _cgroup_rule_risks(value: Any) -> list[Risk]:
+    kind = str(value).strip()[:1]
+    if kind not in ("a", "b"):
+        return []
+    return [
+        Risk(
+            DEVICES,
+            f"--device-cgroup-rule '{value}' lets the rank open "
+            + ("every device of the node" if kind == "a" else "block devices: the node's disks"),
+            "a rule for character devices (c MAJOR:MINOR rwm), or none",
+        )
+    ]
+
+
+def _security_opt_risks(value: Any) -> list[Risk]:
+    key, _sep, setting = str(value).replace(":", "=", 1).partition("=")
+    if key == "apparmor" and setting == "unconfined":
+        return [
+            Risk(
+                APPARMOR,
+                "apparmor=unconfined lifts Docker's AppArmor profile, which keeps a rank off /proc and /sys "
+                "files that reach the node's kernel",
+                "Docker's default AppArmor profile (no apparmor= option)",
+            )
+        ]
+    if key == "systempaths" and setting == "unconfined":
+        return [
+            Risk(
+                HOST_MOUNTS,
+                "systempaths=unconfined unmasks the node's kernel files under /proc and /sys in the rank",
+                "no systempaths= option",
+            )
+        ]
+    if key == "seccomp" and setting == "unconfined":
+        return [
+            Risk(
+                "",
+                "seccomp=unconfined lifts Docker's system-call filter (seed 000 runs so); keep it only where "
+                "the engine needs it",
+                "Docker's default seccomp profile where the image allows it",
+                warning=True,
+            )
+        ]
+    return []
+
+
+def weights_risks(name: str, value: Any, weights_path: str | None) -> list[Risk]:
+    """A bind that holds the profile's ``host.weights_path`` (or lies inside it) and is not read-only."""
+    found = bind(name, value)
+    if found is None or not weights_path:
+        return []
+    source, read_only = found
+    weights = _normal(weights_path)
+    if read_only or not (_under(source, weights) or _under(weights, source)):
+        return []
+    return [
+        Risk(
+            WEIGHTS_READ_ONLY,
+            f"the weights (host.weights_path {weights}) are bound writable into the rank through {source}: a rank "
+            "that is compromised or buggy could change what every later boot serves",
+            f"{source}:<path>:ro (or readonly on --mount)",
+        )
+    ]
+
+
+def privilege_policy(args: Sequence[str], weights_path: str | None = None) -> list[OptionProblem]:
+    """What the options give the rank over the host, read through :data:`DOCKER_RUN_OPTIONS` (each row's
+    ``policy``) as the renderer reads them: an error per risk, named by its check (a profile's ``waivers``
+    accept it with a reason), or a warning. An option that does not render is left to the renderer."""
+    found: list[OptionProblem] = []
+    for option in parse_docker_args(args):
+        row = DOCKER_RUN_OPTIONS.get(option.name)
+        if row is None or not row.renders or (row.takes_value and not (option.value or "").strip()):
+            continue
+        try:
+            value = row.convert(option.value) if row.convert else option.value
+        except ValueError:
+            continue
+        risks = (row.policy(value) if row.policy else []) + weights_risks(option.name, value, weights_path)
+        found += [
+            OptionProblem(
+                option.index, option.name, r.message, option.text, r.expected, check=r.check, warning=r.warning
+            )
+            for r in risks
+        ]
+    return found
+
+
 # ----------------------------------------------------------------------------- the table
 
 
@@ -452,6 +713,7 @@ def _renders(
     conflicts: tuple[str, ...] = (),
     why: str = "",
     takes_value: bool = True,
+    policy: Policy | None = None,
 ) -> DockerRunOption:
     return DockerRunOption(
         takes_value,
@@ -465,11 +727,12 @@ def _renders(
         requires,
         conflicts,
         why,
+        policy,
     )
 
 
-def _flag(parameter: str) -> DockerRunOption:
-    return DockerRunOption(False, parameter, FLAG, _bool, expected="the flag alone, or =true / =false")
+def _flag(parameter: str, policy: Policy | None = None) -> DockerRunOption:
+    return DockerRunOption(False, parameter, FLAG, _bool, expected="the flag alone, or =true / =false", policy=policy)
 
 
 def _refused(reason: str, takes_value: bool = True) -> DockerRunOption:
@@ -499,7 +762,14 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
     "--attach": _refused(_NO_TERMINAL),
     "--blkio-weight": _renders("blkio_weight", _integer(0, 1000), expected="10..1000 (0: off)", example="500"),
     "--blkio-weight-device": _refused(_NO_PARAMETER + " (use --blkio-weight)"),
-    "--cap-add": _renders("capabilities", _capability, kind=LIST, expected="one capability", example="SYS_NICE"),
+    "--cap-add": _renders(
+        "capabilities",
+        _capability,
+        kind=LIST,
+        expected="one capability",
+        example="SYS_NICE",
+        policy=_capability_risks,
+    ),
     "--cap-drop": _renders("cap_drop", _capability, kind=LIST, expected="one capability", example="MKNOD"),
     "--cgroup-parent": _renders("cgroup_parent", expected="a cgroup", example="dgxspark.slice"),
     "--cgroupns": _renders("cgroupns_mode", _namespace("host", "private"), expected="host | private", example="host"),
@@ -523,10 +793,19 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
     "--cpuset-mems": _renders("cpuset_mems", expected="memory nodes such as 0", example="0"),
     "--detach-keys": _refused(_NO_TERMINAL),
     "--device": _renders(
-        "devices", _device, kind=LIST, expected="HOST-PATH[:CONTAINER-PATH[:rwm]]", example="/dev/nvidia0"
+        "devices",
+        _device,
+        kind=LIST,
+        expected="HOST-PATH[:CONTAINER-PATH[:rwm]]",
+        example="/dev/nvidia0",
+        policy=_device_risks,
     ),
     "--device-cgroup-rule": _renders(
-        "device_cgroup_rules", kind=LIST, expected="a cgroup rule such as 'c 231:* rwm'", example="c 231:* rwm"
+        "device_cgroup_rules",
+        kind=LIST,
+        expected="a cgroup rule such as 'c 231:* rwm'",
+        example="c 231:* rwm",
+        policy=_cgroup_rule_risks,
     ),
     "--device-read-bps": _renders(
         "device_read_bps",
@@ -627,13 +906,18 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
         kind=LIST,
         expected="type=bind,source=/HOST-PATH,target=/CONTAINER-PATH[,readonly]",
         example="type=bind,source=/models,target=/models,readonly",
+        policy=_bind_risks("--mount"),
     ),
     "--name": _refused("set container.name: every rank's container has the plan's name"),
     "--network": _renders("network_mode", expected="host", example="host"),
     "--network-alias": _refused(_HOST_NETWORK),
     "--oom-score-adj": _renders("oom_score_adj", _integer(-1000, 1000), expected="-1000..1000", example="-500"),
     "--pid": _renders(
-        "pid_mode", _namespace("host", container=True), expected="host | container:<name>", example="host"
+        "pid_mode",
+        _namespace("host", container=True),
+        expected="host | container:<name>",
+        example="host",
+        policy=_pid_risks,
     ),
     "--pids-limit": _renders("pids_limit", _integer(-1), expected="an integer (-1: unlimited)", example="65536"),
     "--platform": _renders("platform", expected="os[/arch[/variant]]", example="linux/arm64"),
@@ -647,6 +931,7 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
         kind=LIST,
         expected="an option such as seccomp=unconfined",
         example="seccomp=unconfined",
+        policy=_security_opt_risks,
     ),
     "--shm-size": _renders("shm_size", _size, expected="a size such as 16g", example="16g"),
     "--stop-signal": _renders("stop_signal", expected="a signal", example="SIGINT"),
@@ -661,7 +946,12 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
     "--userns": _renders("userns_mode", _namespace("host"), expected="host", example="host"),
     "--uts": _renders("uts", _namespace("host"), expected="host", example="host"),
     "--volume": _renders(
-        "volumes", _volume, kind=LIST, expected="[SOURCE:]/CONTAINER-PATH[:MODES]", example="/models:/models:ro"
+        "volumes",
+        _volume,
+        kind=LIST,
+        expected="[SOURCE:]/CONTAINER-PATH[:MODES]",
+        example="/models:/models:ro",
+        policy=_bind_risks("--volume"),
     ),
     "--volume-driver": _renders("volume_driver", expected="a volume driver", example="local"),
     "--volumes-from": _renders("volumes_from", kind=LIST, expected="a container", example="model-cache"),
@@ -684,7 +974,7 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
         takes_value=False,
     ),
     "--oom-kill-disable": _flag("oom_killer"),
-    "--privileged": _flag("privileged"),
+    "--privileged": _flag("privileged", _privileged_risks),
     "--publish-all": _refused(_HOST_NETWORK, takes_value=False),
     "--quiet": _refused("it only quiets the docker CLI's pull output; ranks never pull", takes_value=False),
     "--read-only": _flag("read_only"),
@@ -764,6 +1054,9 @@ class OptionProblem:
     found: Any = None
     expected: str = ""
     hint: str = ""
+    check: str = ""
+    """The privilege policy's check (a waiver's name) for a risk; empty for an option that cannot start."""
+    warning: bool = False
 
 
 @dataclass

@@ -29,10 +29,13 @@ Hosts are ``_inventory.Host`` and are checked by ``_inventory.check_hosts``, as 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import yaml
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     ADDRESS_VAR,
@@ -42,6 +45,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import topology_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import IFNAME, IFNAME_HINT
 
 PORT0 = "enp1s0f0np0"
 PORT1 = "enp1s0f1np1"
@@ -55,6 +59,7 @@ MAX_MTU = 9216
 # IPv4 header (20) + ICMP header (8): the largest ping payload that fits one frame unfragmented.
 ICMP_OVERHEAD = 28
 NETWORKD_PREFIX = "10-dgxspark-fabric"
+IFNAMSIZ = 16  # Linux: an interface name and its terminating NUL
 
 
 FabricHost = Host
@@ -265,13 +270,18 @@ def _parse_cabling(topology: str, cabling: Mapping[str, Any], rank_of: Mapping[s
             out.error(where, "not a map of port to peer", found=ports, expected=f"e.g. {{{PORT1}: peer-host/{PORT0}}}")
             continue
         for port, peer in sorted(ports.items(), key=lambda item: str(item[0])):
-            if not isinstance(port, str) or not port or any(c.isspace() or c == "/" for c in port):
-                out.error(where, "not a port name", found=port, expected=f"an interface name such as {PORT1}")
+            why = interface_name_problem(port)
+            if why:
+                out.error(where, f"not a port name: {why}", found=port, expected=IFNAME_HINT)
                 continue
             if not isinstance(peer, str) or not peer.strip():
                 out.error(f"{where}.{port}", "not a peer", found=peer, expected="peer-host or peer-host/peer-port")
                 continue
             peer_host, _sep, peer_port = peer.strip().partition("/")
+            why = interface_name_problem(peer_port) if peer_port else None
+            if why:
+                out.error(f"{where}.{port}", f"not a peer port name: {why}", found=peer, expected=IFNAME_HINT)
+                continue
             if topology == SWITCH:
                 if peer_host in rank_of:
                     out.error(
@@ -540,6 +550,7 @@ def networkd_file_name(interface: str) -> str:
 
 def render_networkd(plan: HostFabric) -> dict[str, str]:
     """One ``.network`` file per interface: file name -> contents (same plan, same bytes)."""
+    _check_names(plan)
     files: dict[str, str] = {}
     for interface in plan.interfaces:
         lines = [
@@ -584,41 +595,70 @@ def render_netplan(plan: HostFabric) -> str:
     """The same configuration as :func:`render_networkd`'s files, as one netplan file
     (renderer networkd, so NetworkManager leaves these ports alone). Neither form holds up the
     boot waiting for a fabric port (``RequiredForOnline=no``, ``optional: true``). netplan has no ``Peer=``: the
-    neighbour is an on-link /32 route instead, which is what the kernel makes of a peer address."""
-    lines = [
-        f"# Managed by dgxspark.cluster (fabric): {plan.host} rank {plan.rank}.",
-        "network:",
-        "  version: 2",
-        "  renderer: networkd",
-        "  ethernets:",
-    ]
+    neighbour is an on-link /32 route instead, which is what the kernel makes of a peer address.
+
+    Written by a YAML dumper, never by pasting strings: a name that YAML would read otherwise (``*``, a quote,
+    ``{``) cannot break the file, and with it every interface netplan generates at the next boot. Every port
+    name is also checked against the allow-list first (``ValueError``)."""
+    _check_names(plan)
+    ethernets: dict[str, Any] = {}
     for interface in plan.interfaces:
-        lines += [
-            f"    {interface.name}:",
-            f"      mtu: {interface.mtu}",
-            "      ignore-carrier: true",
-            "      optional: true",
-            "      link-local: []",
-            "      addresses:",
-            f'        - "{interface.address}"',
+        port: dict[str, Any] = {
+            "mtu": interface.mtu,
+            "ignore-carrier": True,
+            "optional": True,
+            "link-local": [],
+            "addresses": [str(interface.address)],
+        }
+        routes: list[dict[str, Any]] = [{"to": str(interface.peer), "scope": "link"}] if interface.peer else []
+        routes += [
+            {"to": str(route.destination), "via": str(route.gateway), "on-link": True}
+            for route in plan.routes
+            if route.interface == interface.name
         ]
-        routes = [f'        - to: "{interface.peer}"', "          scope: link"] if interface.peer else []
-        for route in plan.routes:
-            if route.interface == interface.name:
-                routes += [
-                    f'        - to: "{route.destination}"',
-                    f'          via: "{route.gateway}"',
-                    "          on-link: true",
-                ]
         if routes:
-            lines += ["      routes:", *routes]
-    return "\n".join(lines) + "\n"
+            port["routes"] = routes
+        ethernets[interface.name] = port
+    document = {"network": {"version": 2, "renderer": "networkd", "ethernets": ethernets}}
+    header = f"# Managed by dgxspark.cluster (fabric): {_comment(plan.host)} rank {plan.rank}.\n"
+    return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1000)
+
+
+def _comment(text: str) -> str:
+    """Text for a one-line comment: no line break can end it early."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
+def interface_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a fabric port's name (it is written into netplan YAML, networkd file names and
+    sysctl keys), or None."""
+    if not isinstance(name, str) or not name:
+        return "not a name"
+    if re.fullmatch(IFNAME, name):
+        return None
+    if len(name) > IFNAMSIZ - 1:
+        return f"{len(name)} characters, Linux allows {IFNAMSIZ - 1} (IFNAMSIZ)"
+    if name[0] in "-*'\"{[&!|>%@`#?:,":
+        return f"starts with {name[0]!r}"
+    bad = sorted({c for c in name if not (c.isalnum() or c in "_-") or not c.isascii()})
+    return "holds " + ", ".join(repr(c) for c in bad)
+
+
+def _check_names(plan: HostFabric) -> None:
+    bad = [(i.name, interface_name_problem(i.name)) for i in plan.interfaces if interface_name_problem(i.name)]
+    if bad:
+        raise ValueError(
+            "fabric port names that cannot be written into the node's network configuration: "
+            + "; ".join(f"{name!r}: {why}" for name, why in bad)
+            + f" (expected {IFNAME_HINT})"
+        )
 
 
 def sysctls(plan: HostFabric) -> dict[str, str]:
     """Kernel settings the plan needs: loose reverse-path filtering on every fabric port (a ring's two
     directions may take different ways), and IPv4 forwarding where the host forwards for others
     (networkd's ``IPForward=`` is deprecated from systemd 256, so the sysctl is set as well)."""
+    _check_names(plan)
     values = {f"net.ipv4.conf.{interface.name}.rp_filter": RP_FILTER_LOOSE for interface in plan.interfaces}
     if plan.ip_forward:
         values["net.ipv4.ip_forward"] = "1"

@@ -14,11 +14,14 @@ says which file was unreadable (WARN only where the answer depends on a daemon t
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import CMDLINE_WORD, CMDLINE_WORD_HINT
 
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
 UNLIMITED = -1
@@ -107,12 +110,34 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def is_cmdline_word(word: Any) -> bool:
+    """A kernel command-line word the collection writes into GRUB's drop-in: the profile's allow-list."""
+    return isinstance(word, str) and re.fullmatch(CMDLINE_WORD, word) is not None
+
+
 def _is_words(value: Any) -> bool:
-    return (
-        isinstance(value, Sequence)
-        and not isinstance(value, str)
-        and all(isinstance(w, str) and w and not any(c.isspace() for c in w) for w in value)
-    )
+    return isinstance(value, Sequence) and not isinstance(value, str) and all(is_cmdline_word(w) for w in value)
+
+
+GRUB_VARIABLE = "GRUB_CMDLINE_LINUX_DEFAULT"
+
+
+def grub_dropin(words: Any) -> str:
+    """The GRUB drop-in (``/etc/default/grub.d/*.cfg``, sourced by sh when update-grub runs) that appends
+    ``words`` to the kernel command line: one assignment per word, each word shell-quoted. Raises
+    ``ValueError`` naming every word that is not on the allow-list: nothing is rendered from them."""
+    if isinstance(words, str) or not isinstance(words, Sequence):
+        raise ValueError(f"expected a list of kernel command-line words, found {type(words).__name__}")
+    bad = [w for w in words if not is_cmdline_word(w)]
+    if bad:
+        raise ValueError(
+            "not kernel command-line words the collection writes into GRUB's configuration: "
+            + ", ".join(repr(w) for w in bad)
+            + f" (expected {CMDLINE_WORD_HINT})"
+        )
+    lines = ["# Managed by dgxspark.cluster (kernel): words the serving profile needs on the kernel command line."]
+    lines += [f'{GRUB_VARIABLE}="${{{GRUB_VARIABLE}}} "{shlex.quote(word)}' for word in dict.fromkeys(words)]
+    return "\n".join(lines) + "\n"
 
 
 def _is_ulimits(value: Any) -> bool:
@@ -129,7 +154,7 @@ _EXPECT: dict[str, tuple[Callable[[Any], bool], str]] = {
     "release": (lambda v: isinstance(v, str) and bool(v) and v.strip() == v, "a `uname -r` string"),
     "page_size": (lambda v: _is_int(v) and v > 0, "a page size in bytes, such as 65536"),
     "memory_saver_required": (lambda v: isinstance(v, bool), "true or false"),
-    "cmdline_required": (_is_words, 'a list of command-line words, such as ["kho=off"]'),
+    "cmdline_required": (_is_words, f'a list of command-line words, such as ["kho=off"]: {CMDLINE_WORD_HINT}'),
     "kho_on_7x": (lambda v: isinstance(v, bool), "true or false"),
     "ulimits": (_is_ulimits, "{name: {soft, hard}} with integers, -1 for unlimited (container_ulimits' format)"),
 }

@@ -36,6 +36,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
     effective_docker_args,
     select_shape,
     shape_environment,
+    weights_path_of,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import HOST_OVERRIDES
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
@@ -214,7 +215,13 @@ def _render_rank(profile: Profile, shape_name: str, host: Host, master_addr: str
             base_args.paths + [f"{where}.container.docker_run_args[{i}]" for i in range(len(extra))],
         )
         if extra:
-            check_docker_args(args, shape["nodes"], shape["fabric"]["nccl_net"], out)
+            check_docker_args(
+                args,
+                shape["nodes"],
+                shape["fabric"]["nccl_net"],
+                out,
+                weights_path=weights_path_of(data),
+            )
         if over.get("container", {}).get("serve_args"):
             check_serve_args(container["serve_args"], container["fork_flags"], f"{where}.container.serve_args", out)
     else:

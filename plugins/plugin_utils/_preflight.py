@@ -12,8 +12,12 @@ must start: a rank already serving exactly as planned passes whatever its MemAva
 operator asked to replace it; one that differs is shown field by field, ``field: running → planned``, for
 the image, the engine's command, the environment and the labels, secret-looking values as ``***``),
 ``image-present`` (the image is on the node: boots never pull), ``image-id`` (the same image ID on every
-node), ``guard-tripped`` (the memory guard is not tripped; a trip FAILs with its time, reason and
-samples unless the operator asked to clear it; a guard not installed yet WARNs), ``port-free`` (the
+node), ``guard-tripped`` (the memory guard is not tripped and is up: a trip FAILs with its time, reason and
+samples unless the operator asked to clear it; a guard that is down - its state stale or its pid gone, or
+its unit failed - FAILs with the unit's result and restarts and says to read ``journalctl`` and
+``systemctl reset-failed`` it; a guard up whose health is not ok FAILs when its peer listener does not
+listen or a peer's trip was refused for clock skew, and WARNs for other problems, write errors included;
+a guard not installed yet WARNs), ``port-free`` (the
 head's API port and the master port are not held by another process; held by the rank's own container
 that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's findings: release, pages,
 memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier),
@@ -64,6 +68,11 @@ SWITCH = "(set)"
 # Labels that differ whenever the spec does: on their own they say the difference lies elsewhere.
 HASH_LABELS = (f"label {SPEC_LABEL}:", f"label {LABEL_PREFIX}.profile_sha256:")
 SAMPLES_SHOWN = 6
+GUARD_UNIT = "dgxspark-memguard.service"
+GUARD_DOWN_FIX = (
+    "read why with journalctl -u dgxspark-memguard, then systemctl reset-failed dgxspark-memguard "
+    "(after a start-limit hit systemd refuses to start it) and systemctl start dgxspark-memguard"
+)
 CLEAR_TRIP = (
     "clear it once the cause is understood: the memguard role's clear entry point "
     "(include_role dgxspark.cluster.memguard, tasks_from: clear), or boot with -e boot_clear_trip=true"
@@ -314,20 +323,82 @@ def _guard(host: str, node: Mapping[str, Any], clear_trip: bool) -> dict[str, st
         if clear_trip:
             return _line("guard-tripped", host, WARN, f"{what}; it will be cleared (asked for)")
         return _line("guard-tripped", host, FAIL, f"{what}; {CLEAR_TRIP}")
-    if not guard.get("installed"):
+    unit = ((node.get("services") or {}).get("units") or {}).get(GUARD_UNIT)
+    unit = unit if isinstance(unit, Mapping) else {}
+    unit_known = unit.get("load_state") == "loaded"
+    if not guard.get("installed") and not unit_known:
         return _line(
             "guard-tripped", host, WARN, "the memory guard is not installed yet (a fresh node): the boot installs it"
         )
-    if guard.get("running") is False:
+    if guard.get("running") is False or unit.get("active_state") == "failed":
+        return _line(
+            "guard-tripped",
+            host,
+            FAIL,
+            f"not tripped, but the memory guard is down ({_down(guard, unit)}); {GUARD_DOWN_FIX}",
+        )
+    if guard.get("running") is None:
         return _line(
             "guard-tripped",
             host,
             WARN,
-            f"not tripped, but the memory guard is not running (its state is {guard.get('state_age_s')} s old): "
-            "the boot starts it",
+            f"the memory guard is installed but has written no state "
+            f"({GUARD_UNIT} {unit.get('active_state') or 'unknown'}): the boot starts it",
         )
+    return _guard_health(host, guard)
+
+
+def _down(guard: Mapping[str, Any], unit: Mapping[str, Any]) -> str:
+    """Why a guard counts as down: the unit's state, result and restarts, and the age of its state."""
+    parts = []
+    if unit:
+        parts.append(
+            f"{GUARD_UNIT} {unit.get('active_state')}, result {unit.get('result') or 'unknown'}, "
+            f"{unit.get('restarts') or 0} restart(s)"
+        )
+    else:
+        parts.append(f"{GUARD_UNIT}: state unknown (node_facts was not asked for it)")
+    if guard.get("running") is False:
+        stale = (guard.get("health") or {}).get("stale_after_s") or 30
+        parts.append(f"its state is {guard.get('state_age_s')} s old, stale after {stale:g} s, or its pid is gone")
+    return "; ".join(parts)
+
+
+def _guard_health(host: str, guard: Mapping[str, Any]) -> dict[str, str]:
+    """A guard that runs: what its own health says. Under the stop-all policy (it has a peer listener), a
+    listener that does not listen or a peer's trip refused for clock skew means a trip elsewhere would not
+    stop this rank: FAIL. Other problems (writes that fail, peers that do not resolve) WARN."""
+    passed = f"not tripped (phase {guard.get('phase')}, {guard.get('trips')} trip(s) recorded)"
+    health = guard.get("health")
+    if not isinstance(health, Mapping) or health.get("ok") is not False:
+        return _line("guard-tripped", host, PASS, passed)
+    problems = "; ".join(str(p) for p in health.get("problems") or []) or "no problem named"
+    peers = guard.get("peers") or {}
+    deaf = peers.get("listening") is False
+    skew = peers.get("clock_skew")
+    if deaf or skew:
+        fixes = []
+        if deaf:
+            fixes.append(
+                f"its peer listener does not listen ({peers.get('listen_error')}): a trip on another rank would "
+                "not stop this one; free the port or bring the address up (the guard retries every 10 s)"
+            )
+        if skew:
+            fixes.append(
+                "a peer's trip was refused for clock skew: fix the clocks (chrony), then clear the guard "
+                "(the memguard role's clear entry point, or -e boot_clear_trip=true)"
+            )
+        return _line(
+            "guard-tripped", host, FAIL, f"{passed}, but the memory guard is unhealthy: {problems}; {'; '.join(fixes)}"
+        )
+    writes = health.get("write_errors")
+    counted = f" ({writes} write error(s))" if isinstance(writes, int) and writes else ""
     return _line(
-        "guard-tripped", host, PASS, f"not tripped (phase {guard.get('phase')}, {guard.get('trips')} trip(s) recorded)"
+        "guard-tripped",
+        host,
+        WARN,
+        f"{passed}, but the memory guard reports problems{counted}: {problems}; it keeps guarding, "
+        "fix them (free space under /var/log/dgxspark-memguard, name resolution of its peers)",
     )
 
 

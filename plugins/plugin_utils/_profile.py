@@ -191,7 +191,14 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
     container = effective_container(data, name)
     memory = shape.get("memory")
     check_usable_memory(memory, where, out)
-    limit = check_docker_args(effective_docker_args(data, name), nodes, net, out, (memory or {}).get("usable_gib"))
+    limit = check_docker_args(
+        effective_docker_args(data, name),
+        nodes,
+        net,
+        out,
+        (memory or {}).get("usable_gib"),
+        weights_path_of(data),
+    )
     check_serve_args(container["serve_args"], container["fork_flags"], _serve_args_path(data, name), out)
     check_engram(shape, env, container["image"], where, out)
     _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
@@ -220,6 +227,13 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
             "Engram tables in host memory are missing from the budget",
             expected=f"a '{ENGRAM_COMPONENT}' component (seed 002 section 6.1: 23.60 GB per rank)",
         )
+
+
+def weights_path_of(data: Mapping[str, Any]) -> str | None:
+    """The profile's host.weights_path, when the host section is sound enough to have one."""
+    host = data.get("host")
+    path = host.get("weights_path") if isinstance(host, Mapping) else None
+    return path if isinstance(path, str) else None
 
 
 def _serve_args_path(data: Mapping[str, Any], name: str) -> str:
@@ -262,18 +276,36 @@ def _check_topology(fabric: Mapping[str, Any], nodes: int, where: str, out: Coll
 
 
 def check_docker_args(
-    docker_args: DockerArgs, nodes: int, net: str, out: Collector, usable_gib: float | None = None
+    docker_args: DockerArgs,
+    nodes: int,
+    net: str,
+    out: Collector,
+    usable_gib: float | None = None,
+    weights_path: str | None = None,
 ) -> float | None:
     """Check `docker run` options; return the --memory limit in GiB when one is set.
 
     Every option is read through the table the renderer uses (``_docker_args.render_docker_args``), so
-    what passes here is what the plan hands to community.docker.docker_container; then the settings a
-    GB10 cluster needs are checked on what was read.
+    what passes here is what the plan hands to community.docker.docker_container; then the privilege
+    policy (the table's ``policy`` column: waivable by check name) and the settings a GB10 cluster needs
+    are checked on what was read.
     """
     args, paths = docker_args.args, docker_args.paths
     rendered = docker.render_docker_args(args)
     for problem in rendered.problems:
         out.error(paths[problem.index], problem.message, problem.found, problem.expected, problem.hint)
+    for risk in docker.privilege_policy(args, weights_path):
+        if risk.warning:
+            out.warn(paths[risk.index], risk.message, risk.found, risk.expected)
+        else:
+            out.error(
+                paths[risk.index],
+                risk.message,
+                risk.found,
+                risk.expected,
+                f'a profile that needs it names it in waivers with the reason: "{risk.check}": "<why>"',
+                check=risk.check,
+            )
     refused = {problem.index for problem in rendered.problems}
     memory_limit: float | None = None
     swap: float | None = None
@@ -325,7 +357,8 @@ def _check_limits(
     caps = {
         c.strip().upper().removeprefix("CAP_") for v in docker.option_values(args, "--cap-add") for c in v.split(",")
     }
-    privileged = "--privileged" in where_of
+    # --privileged does not stand in for these: the privilege policy refuses it, and a waived one still names
+    # what a rank needs.
     if net == "IB":
         memlock = ulimits.get("memlock")
         if memlock is None or memlock.soft != UNLIMITED or memlock.hard != UNLIMITED:
@@ -337,7 +370,7 @@ def _check_limits(
                 expected='"--ulimit=memlock=-1:-1" (seed 000, seed 002 section 4.2)',
                 check="memlock-unlimited",
             )
-        if not privileged and not caps & {"IPC_LOCK", "ALL"}:
+        if not caps & {"IPC_LOCK", "ALL"}:
             out.error(
                 where_of.get("--cap-add", base),
                 "the IPC_LOCK capability is missing: RDMA cannot pin memory",
@@ -345,7 +378,7 @@ def _check_limits(
                 check="ipc-lock",
             )
         devices = docker.option_values(args, "--device")
-        if not privileged and not any(d.split(":")[0].startswith("/dev/infiniband") for d in devices):
+        if not any(d.split(":")[0].startswith("/dev/infiniband") for d in devices):
             out.error(
                 where_of.get("--device", base),
                 "the RDMA devices are not passed in",
@@ -353,7 +386,7 @@ def _check_limits(
                 hint="or set the shape's fabric.nccl_net to Socket for a fabric without RoCE",
                 check="rdma-devices",
             )
-        if "--gpus" not in where_of and not privileged:
+        if "--gpus" not in where_of:
             out.error(
                 base, "no --gpus: the engine would not see the GPU", expected='"--gpus=all" (seed 000)', check="gpus"
             )

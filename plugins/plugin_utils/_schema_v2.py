@@ -30,6 +30,20 @@ LONG_FLAG = r"--[A-Za-z0-9][A-Za-z0-9_-]*"
 DOCKER_NAME = r"[a-zA-Z0-9][a-zA-Z0-9_.-]+"
 ABS_PATH = r"/[^\x00-\x1f\x7f]*"
 IMAGE_REF = r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?"
+# Values written into files other programs parse, each an allow-list (issue 15):
+# a kernel command-line word lands in a GRUB drop-in that update-grub sources with sh, then in grub.cfg:
+# letters, digits and _ . , : @ + / = % - only (kho=off, console=ttyS0,115200n8, isolcpus=1-3), no quote,
+# no $, no backslash, no shell or GRUB metacharacter, at most 256 characters;
+CMDLINE_WORD = r"[A-Za-z0-9_][A-Za-z0-9_.,:@+/=%-]{0,255}"
+CMDLINE_WORD_HINT = "one kernel parameter such as kho=off (letters, digits and _ . , : @ + / = % - only)"
+# an interface name lands in netplan YAML, networkd file names and sysctl keys: Linux's IFNAMSIZ (at most 15
+# characters), starting with a letter, digit or _ (no - * or quote), then letters, digits, _ and - (no dot:
+# a sysctl key splits on it; no = ; / : or control byte);
+IFNAME = r"[A-Za-z0-9_][A-Za-z0-9_-]{0,14}"
+IFNAME_HINT = "an interface name such as enp1s0f1np1 (at most 15 letters, digits, _ or -, not starting with -)"
+# a systemd unit name reaches systemctl's argv: a valid unit name (systemd.unit(5)), never starting with -.
+UNIT_NAME = r"[A-Za-z0-9_][A-Za-z0-9_:@.-]{0,240}\.(service|timer|socket)"
+UNIT_NAME_HINT = "a unit name such as ollama.service (not starting with -)"
 
 # Checks a profile may waive, with a reason, where it knowingly runs outside what real Sparks need
 # (the simulated cluster: no RDMA, no GPU, a host that grants nofile 20000 at most).
@@ -56,6 +70,14 @@ WAIVABLE_CHECKS = {
     "nccl-no-nic-merge": "NCCL_IB_MERGE_NICS=0 (seed 002 section 4.3)",
     "usable-memory-gib": "memory.usable_gib within a GB10's MemTotal in GiB (docs/units.md)",
     "fabric-not-management": "fabric addresses apart from management addresses (seed 000)",
+    # The privilege policy (docs/profile.md, "What a rank may get of its node"): what a rank may not get.
+    "privileged": "no --privileged",
+    "host-mounts": "no bind of the node's /, /run or engine sockets, none of its system directories writable",
+    "pid-host": "no --pid=host",
+    "dangerous-capabilities": "no capability beyond IPC_LOCK and SYS_NICE that reaches the node",
+    "dangerous-devices": "no /dev/mem, /dev/kmem, /dev/port or block device",
+    "apparmor-unconfined": "Docker's AppArmor profile kept",
+    "weights-read-only": "host.weights_path bound read-only",
 }
 
 # How the nodes are cabled, and the fabric transports seed 000 names for them.
@@ -237,7 +259,7 @@ KERNEL = Node(
         "cmdline_required": Node(
             "array",
             "Kernel command-line words that must be present (kho=off on 7.x).",
-            values=Node("string", pattern=r"[^\s\x00-\x1f\x7f]+", pattern_hint="one word such as kho=off"),
+            values=Node("string", pattern=CMDLINE_WORD, pattern_hint=CMDLINE_WORD_HINT),
         ),
     },
 )
@@ -278,11 +300,7 @@ HOST = Node(
         "helper_services": Node(
             "array",
             "systemd units paused during a boot and resumed after.",
-            values=Node(
-                "string",
-                pattern=r"[A-Za-z0-9@._:-]+\.(service|timer|socket)",
-                pattern_hint="a unit name such as ollama.service",
-            ),
+            values=Node("string", pattern=UNIT_NAME, pattern_hint=UNIT_NAME_HINT),
             default=[],
         ),
         "weights_path": Node(

@@ -207,6 +207,13 @@ def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str,
             )
             continue
         _check_value(arg, spec, args, place, out)
+        if flag == "--trust-remote-code":
+            out.warn(
+                place,
+                "--trust-remote-code runs the Python code the model's repository ships, as the rank, on every node",
+                found=args[arg.index],
+                hint="keep it only for a model whose code you have read and pinned (a revision, an image by digest)",
+            )
     for flag in sorted(forks & set(SERVE_OPTIONS)):
         out.warn(
             f"{where}",

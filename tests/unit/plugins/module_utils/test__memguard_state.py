@@ -72,6 +72,15 @@ def test_a_steady_trip_with_its_samples(proc: pathlib.Path) -> None:
         "updated_utc": "2026-12-01T06:29:40Z",
         "state_age_s": 1.0,
         "last_sample": {"t": UPDATED, "mem_available": int(2.5 * GIB), "psi_full_avg10": None, "low": True},
+        "health": {
+            "ok": True,
+            "problems": [],
+            "write_errors": 0,
+            "watchdog_s": None,
+            "stale_after_s": 30.0,
+            "started": 1796106540.0,
+        },
+        "peers": {"listening": None, "listen_error": None, "rejections": 0, "clock_skew": None},
         "state_path": str(STORED / "state.json"),
         "trip_path": str(STORED / "tripped.json"),
     }
@@ -117,12 +126,112 @@ def test_running_means_alive_and_fresh(tmp_path: pathlib.Path, wall: float, aliv
     assert facts["running"] is running and facts["state_age_s"] == round(wall - UPDATED, 1)
 
 
+def write_state(directory: pathlib.Path, **changes: Any) -> dict[str, Any]:
+    """The stored state with some keys changed (a key set to None is removed)."""
+    state = json.loads((STORED / "state.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+    (directory / "state.json").write_text(json.dumps(state))
+    return state
+
+
+@pytest.mark.parametrize(
+    "stale_after_s,age,running",
+    [
+        (6.0, 5.0, True),  # a watchdog of 6 s: a state 5 s old is fresh
+        (6.0, 7.0, False),  # ... and one 7 s old is from a guard that is down or hung (30 s would say running)
+        (90.0, 60.0, True),  # an idle interval of 30 s: 60 s is still fresh (30 s would say down)
+        (None, 30.0, True),  # a guard that writes no health: 30 s
+        (None, 31.0, False),
+    ],
+)
+def test_running_uses_the_guards_own_stale_after(
+    tmp_path: pathlib.Path, stale_after_s: float | None, age: float, running: bool
+) -> None:
+    proc = tmp_path / "proc"
+    (proc / str(stored_pid())).mkdir(parents=True)
+    health = None if stale_after_s is None else {"ok": True, "problems": [], "stale_after_s": stale_after_s}
+    write_state(tmp_path, health=health)
+    facts, problems = read(tmp_path, proc, UPDATED + age)
+    assert (facts["running"], problems) == (running, [])
+
+
+def test_health_and_peers_of_a_guard_with_problems(tmp_path: pathlib.Path) -> None:
+    problems_said = [
+        "peer listener: cannot listen on 10.0.0.2 port 7391: [Errno 98] Address already in use",
+        "writing the decision log: No space left on device (/var/log/dgxspark-memguard/decisions.jsonl)",
+    ]
+    skew = {"from": "spark-head", "skew_s": -300.0, "allowed_s": 120.0, "time": UPDATED, "reason": "x"}
+    write_state(
+        tmp_path,
+        health={
+            "ok": False,
+            "problems": problems_said,
+            "write_errors": 3,
+            "started": 1796106540.0,
+            "watchdog_s": 6.0,
+            "stale_after_s": 6.0,
+            "systemd_notify": True,
+        },
+        peers={
+            "listen": {"address": "10.0.0.2", "ip": "10.0.0.2", "port": 7391, "listening": False, "error": "busy"},
+            "allowed": ["10.0.0.1"],
+            "rejections": {"total": 12, "last": None, "suppressed": 7},
+            "clock_skew": skew,
+            "nonces": {},
+        },
+    )
+    facts, problems = read(tmp_path, tmp_path)
+    assert problems == []
+    assert facts["health"] == {
+        "ok": False,
+        "problems": problems_said,
+        "write_errors": 3,
+        "watchdog_s": 6.0,
+        "stale_after_s": 6.0,
+        "started": 1796106540.0,
+    }
+    assert facts["peers"] == {"listening": False, "listen_error": "busy", "rejections": 12, "clock_skew": skew}
+
+
+def test_the_trip_line_is_found_in_the_rotated_log(tmp_path: pathlib.Path) -> None:
+    """The log rotated right after the trip: its line is in decisions.jsonl.1, the new log has none."""
+    shutil.copy(STORED / "tripped.json", tmp_path / "tripped.json")
+    shutil.copy(STORED / "decisions.jsonl", tmp_path / "decisions.jsonl.1")
+    (tmp_path / "decisions.jsonl").write_text(json.dumps({"decision": "phase", "time": UPDATED}) + "\n")
+    facts, problems = read(tmp_path, tmp_path)
+    assert problems == []
+    assert len(facts["tripped"]["samples"]) == 19
+
+
+def test_a_missing_rotated_log_is_not_a_problem(tmp_path: pathlib.Path) -> None:
+    shutil.copy(STORED / "tripped.json", tmp_path / "tripped.json")
+    (tmp_path / "decisions.jsonl").write_text("")
+    facts, problems = read(tmp_path, tmp_path)
+    assert (facts["tripped"]["samples"], problems) == (None, [])
+
+
 def test_a_fresh_node_has_no_guard(tmp_path: pathlib.Path) -> None:
     facts, problems = read(tmp_path, tmp_path)
     assert problems == []
     assert facts["installed"] is False
     assert {k: v for k, v in facts.items() if k not in ("installed", "state_path", "trip_path")} == dict.fromkeys(
-        ("running", "pid", "phase", "startup_overdue", "trips", "updated_utc", "state_age_s", "last_sample", "tripped")
+        (
+            "running",
+            "pid",
+            "phase",
+            "startup_overdue",
+            "trips",
+            "updated_utc",
+            "state_age_s",
+            "last_sample",
+            "tripped",
+            "health",
+            "peers",
+        )
     )
 
 

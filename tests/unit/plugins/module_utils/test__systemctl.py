@@ -15,7 +15,7 @@ def test_argv() -> None:
         "/usr/bin/systemctl",
         "show",
         "--no-pager",
-        "--property=Id,LoadState,ActiveState,SubState,UnitFileState",
+        "--property=Id,LoadState,ActiveState,SubState,UnitFileState,Result,NRestarts",
         "--",
         "ollama.service",
         "nv-cpu-governor.service",
@@ -31,6 +31,8 @@ def test_three_units_of_the_gb10_fixture() -> None:
             "active_state": "active",
             "sub_state": "running",
             "unit_file_state": "enabled",
+            "result": "success",
+            "restarts": "0",
         },
         "nv-cpu-governor.service": {
             "id": "nv-cpu-governor.service",
@@ -38,6 +40,8 @@ def test_three_units_of_the_gb10_fixture() -> None:
             "active_state": "inactive",
             "sub_state": "dead",
             "unit_file_state": "enabled",
+            "result": "success",
+            "restarts": "0",
         },
         "open-webui.service": {
             "id": "open-webui.service",
@@ -45,8 +49,20 @@ def test_three_units_of_the_gb10_fixture() -> None:
             "active_state": "inactive",
             "sub_state": "dead",
             "unit_file_state": None,
+            "result": "success",
+            "restarts": "0",
         },
     }
+
+
+def test_a_guard_that_gave_up_restarting() -> None:
+    """A unit that hit its start limit: failed, with why and how often systemd restarted it."""
+    text = (
+        "Id=dgxspark-memguard.service\nLoadState=loaded\nActiveState=failed\nSubState=failed\n"
+        "UnitFileState=enabled\nResult=start-limit-hit\nNRestarts=5\n"
+    )
+    unit = parse_show(text, ["dgxspark-memguard.service"])["dgxspark-memguard.service"]
+    assert (unit["active_state"], unit["result"], unit["restarts"]) == ("failed", "start-limit-hit", "5")
 
 
 @pytest.mark.parametrize(
@@ -63,6 +79,8 @@ def test_three_units_of_the_gb10_fixture() -> None:
                     "sub_state": "running",
                     "load_state": None,
                     "unit_file_state": None,
+                    "result": None,
+                    "restarts": None,
                 }
             },
         ),
@@ -77,6 +95,8 @@ def test_three_units_of_the_gb10_fixture() -> None:
                     "active_state": None,
                     "sub_state": None,
                     "unit_file_state": None,
+                    "result": None,
+                    "restarts": None,
                 },
                 "x.timer": {
                     "id": "x.timer",
@@ -84,6 +104,8 @@ def test_three_units_of_the_gb10_fixture() -> None:
                     "active_state": None,
                     "sub_state": None,
                     "unit_file_state": None,
+                    "result": None,
+                    "restarts": None,
                 },
             },
         ),

@@ -105,7 +105,8 @@ def test_gb10_end_to_end(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
     assert argv_log.read_text().splitlines() == [
         f"nvidia-smi --query-gpu={QUERY} --format=csv,nounits",
         "ip -j -4 addr show",
-        "systemctl show --no-pager --property=Id,LoadState,ActiveState,SubState,UnitFileState -- " + " ".join(SERVICES),
+        "systemctl show --no-pager --property=Id,LoadState,ActiveState,SubState,UnitFileState,Result,NRestarts -- "
+        + " ".join(SERVICES),
     ]
     assert len(requests) == 4
     assert node["gpu"]["devices"][0]["memory_total_mib"] is None

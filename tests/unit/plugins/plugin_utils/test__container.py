@@ -14,6 +14,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import (
     DOCKER_RUN_OPTIONS,
     KEY,
+    PRIVILEGE_CHECKS,
     SHORT_OPTIONS,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host
@@ -99,6 +100,8 @@ def _outcome(name: str, separate: bool) -> tuple[str, dict[str, Any] | list[str]
     data = json.loads(SPARK3.read_text())
     at = len(data["container"]["docker_run_args"]) + len(extra) - len(_written(name, separate))
     data["container"]["docker_run_args"] += extra
+    # what renders is tested here; what the privilege policy refuses (waivable) is tested in test__profile.py
+    data["waivers"] = dict.fromkeys(PRIVILEGE_CHECKS, "the rendering of every option is tested here")
     try:
         rank = build_plan(validate_profile(data, "profile.json"), "tp3-triangle", HOSTS[:3])["ranks"][2]
     except ProfileError as exc:

@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+import yaml
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     PORT0,
@@ -559,37 +560,38 @@ def test_checks_name_the_far_port_on_cables_and_on_the_switch() -> None:
     assert "on enp1s0f1np1 -> enp1s0f1np1 direct" in switch.checks[0].describe()
 
 
-RING_HEAD_PORT1 = """    enp1s0f1np1:
-      mtu: 9000
-      ignore-carrier: true
-      optional: true
-      link-local: []
-      addresses:
-        - "10.99.4.1/32"
-      routes:
-        - to: "10.99.4.2/32"
-          scope: link
-        - to: "10.99.4.3/32"
-          via: "10.99.4.2"
-          on-link: true
-"""
-
-
 def test_netplan_says_what_networkd_says() -> None:
     ring = fabric_plan("ring", sim_hosts(4))["sim4-head"]
     text = render_netplan(ring)
-    assert text.splitlines()[:5] == [
-        "# Managed by dgxspark.cluster (fabric): sim4-head rank 0.",
-        "network:",
-        "  version: 2",
-        "  renderer: networkd",
-        "  ethernets:",
-    ]
+    assert text.splitlines()[0] == "# Managed by dgxspark.cluster (fabric): sim4-head rank 0."
+    document = yaml.safe_load(text)
+    assert (document["network"]["version"], document["network"]["renderer"]) == (2, "networkd")
     # rank 0 of a 4-ring: worker3 on port 0 and worker1 on port 1 as on-link peers, worker2 via worker1
-    assert RING_HEAD_PORT1 in text
-    assert '        - to: "10.99.4.4/32"\n          scope: link\n' in text
-    switch = render_netplan(fabric_plan("switch", sim_hosts(8))["sim8-head"])
-    assert '"10.99.8.1/24"' in switch and "routes:" not in switch
+    assert document["network"]["ethernets"]["enp1s0f1np1"] == {
+        "mtu": 9000,
+        "ignore-carrier": True,
+        "optional": True,
+        "link-local": [],
+        "addresses": ["10.99.4.1/32"],
+        "routes": [
+            {"to": "10.99.4.2/32", "scope": "link"},
+            {"to": "10.99.4.3/32", "via": "10.99.4.2", "on-link": True},
+        ],
+    }
+    assert {"to": "10.99.4.4/32", "scope": "link"} in document["network"]["ethernets"]["enp1s0f0np0"]["routes"]
+    switch = yaml.safe_load(render_netplan(fabric_plan("switch", sim_hosts(8))["sim8-head"]))
+    (port,) = switch["network"]["ethernets"].values()
+    assert port["addresses"] == ["10.99.8.1/24"] and "routes" not in port
+
+
+@pytest.mark.parametrize("name", ["*eth", "'x", "{a}", "a\x01b", "a=b", "a;b", "a/b", "-x", "a.b", "x" * 16])
+def test_rendering_refuses_a_name_no_check_saw(name: str) -> None:
+    """Defense in depth: a plan built some other way still never writes a name off the allow-list."""
+    plan = fabric_plan("ring", sim_hosts(4))["sim4-head"]
+    plan.interfaces[0] = replace(plan.interfaces[0], name=name)
+    for render in (render_netplan, render_networkd, sysctls):
+        with pytest.raises(ValueError, match="fabric port names that cannot be written"):
+            render(plan)
 
 
 def test_sysctls_loose_rp_filter_everywhere_and_forwarding_only_where_needed() -> None:

@@ -147,6 +147,45 @@ TRIP_TEXT = (
     "06:29:28 2.50 GiB low, 06:29:30 2.50 GiB low, 06:29:32 2.50 GiB low, 06:29:34 2.50 GiB low, 06:29:36 2.50 GiB low"
 )
 NOT_TRIPPED = {"installed": True, "running": True, "phase": "steady", "trips": 0, "tripped": None}
+DOWN_FIX = (
+    "read why with journalctl -u dgxspark-memguard, then systemctl reset-failed dgxspark-memguard "
+    "(after a start-limit hit systemd refuses to start it) and systemctl start dgxspark-memguard"
+)
+GUARD_UNIT = "dgxspark-memguard.service"
+
+
+def unit(active_state: str, result: str = "success", restarts: str = "0", load_state: str = "loaded") -> dict:
+    """node_facts' services section holding the guard's unit."""
+    return {
+        "present": True,
+        "error": None,
+        "units": {
+            GUARD_UNIT: {
+                "id": GUARD_UNIT,
+                "load_state": load_state,
+                "active_state": active_state,
+                "sub_state": None,
+                "unit_file_state": "enabled",
+                "result": result,
+                "restarts": restarts,
+            }
+        },
+    }
+
+
+def healthy(ok: bool = True, problems: list[str] | None = None, write_errors: int = 0) -> dict[str, Any]:
+    return {
+        "ok": ok,
+        "problems": problems or [],
+        "write_errors": write_errors,
+        "watchdog_s": 6.0,
+        "stale_after_s": 6.0,
+        "started": 1796106540.0,
+    }
+
+
+LISTENING = {"listening": True, "listen_error": None, "rejections": 0, "clock_skew": None}
+PASSED = "not tripped (phase steady, 0 trip(s) recorded)"
 
 
 @pytest.mark.parametrize(
@@ -165,8 +204,10 @@ NOT_TRIPPED = {"installed": True, "running": True, "phase": "steady", "trips": 0
         (
             {**NOT_TRIPPED, "running": False, "state_age_s": 312.5},
             False,
-            "WARN",
-            "not tripped, but the memory guard is not running (its state is 312.5 s old): the boot starts it",
+            "FAIL",
+            "not tripped, but the memory guard is down (dgxspark-memguard.service: state unknown (node_facts was "
+            "not asked for it); its state is 312.5 s old, stale after 30 s, or its pid is gone); "
+            f"{DOWN_FIX}",
         ),
         (
             {"installed": False, "running": None, "tripped": None},
@@ -189,6 +230,89 @@ def test_guard_tripped(guard: Any, clear_trip: bool, status: str, message: str) 
         "message": message,
     }
     assert result["failed"] is (status == "FAIL")
+
+
+@pytest.mark.parametrize(
+    "guard,services,status,message",
+    [
+        # the unit gave up after its start limit: the state in /run still names the dead pid
+        (
+            {**NOT_TRIPPED, "running": False, "state_age_s": 95.0, "health": healthy()},
+            unit("failed", "start-limit-hit", "5"),
+            "FAIL",
+            "not tripped, but the memory guard is down (dgxspark-memguard.service failed, result start-limit-hit, "
+            "5 restart(s); its state is 95.0 s old, stale after 6 s, or its pid is gone); " + DOWN_FIX,
+        ),
+        # failed, and no state at all (it never got far enough to write one): installed all the same
+        (
+            {"installed": False, "running": None, "tripped": None},
+            unit("failed", "exit-code", "3"),
+            "FAIL",
+            "not tripped, but the memory guard is down (dgxspark-memguard.service failed, result exit-code, "
+            "3 restart(s)); " + DOWN_FIX,
+        ),
+        # a fresh node: no files, the unit unknown to systemd: the boot installs it
+        (
+            {"installed": False, "running": None, "tripped": None},
+            unit("inactive", load_state="not-found"),
+            "WARN",
+            "the memory guard is not installed yet (a fresh node): the boot installs it",
+        ),
+        # stop-all: the listener could not bind
+        (
+            {
+                **NOT_TRIPPED,
+                "health": healthy(False, ["peer listener: cannot listen on 198.51.100.12 port 7391: in use"]),
+                "peers": {**LISTENING, "listening": False, "listen_error": "cannot listen: in use"},
+            },
+            unit("active"),
+            "FAIL",
+            f"{PASSED}, but the memory guard is unhealthy: peer listener: cannot listen on 198.51.100.12 port 7391: "
+            "in use; its peer listener does not listen (cannot listen: in use): a trip on another rank would not "
+            "stop this one; free the port or bring the address up (the guard retries every 10 s)",
+        ),
+        # stop-all: a peer's trip was refused for its date
+        (
+            {
+                **NOT_TRIPPED,
+                "health": healthy(False, ["clock skew with spark-head: -300 s (allowed 120 s): its trip was refused"]),
+                "peers": {**LISTENING, "clock_skew": {"from": "spark-head", "skew_s": -300.0, "allowed_s": 120.0}},
+            },
+            unit("active"),
+            "FAIL",
+            f"{PASSED}, but the memory guard is unhealthy: clock skew with spark-head: -300 s (allowed 120 s): its "
+            "trip was refused; a peer's trip was refused for clock skew: fix the clocks (chrony), then clear the "
+            "guard (the memguard role's clear entry point, or -e boot_clear_trip=true)",
+        ),
+        # writes that fail: it keeps guarding
+        (
+            {
+                **NOT_TRIPPED,
+                "health": healthy(False, ["writing the decision log: No space left on device"], write_errors=4),
+                "peers": LISTENING,
+            },
+            unit("active"),
+            "WARN",
+            f"{PASSED}, but the memory guard reports problems (4 write error(s)): writing the decision log: No space "
+            "left on device; it keeps guarding, fix them (free space under /var/log/dgxspark-memguard, name "
+            "resolution of its peers)",
+        ),
+        # local policy, healthy, restarted once by systemd and up again
+        (
+            {**NOT_TRIPPED, "health": healthy(), "peers": {**LISTENING, "listening": None}},
+            unit("active", restarts="1"),
+            "PASS",
+            PASSED,
+        ),
+    ],
+)
+def test_a_guard_that_is_down_or_unhealthy(
+    guard: dict[str, Any], services: dict[str, Any], status: str, message: str
+) -> None:
+    worker = node(2)
+    worker["memguard"], worker["services"] = guard, services
+    line = by(preflight(facts(**{"spark-w2": worker}), PLAN, PROFILE.data), "guard-tripped", "spark-w2")
+    assert (line["status"], line["message"]) == (status, message)
 
 
 @pytest.mark.parametrize(
