@@ -20,7 +20,7 @@ nvidia-smi does not show at all (same SM clock, lower power): this check cannot 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Sequence
 
 MIN_RATIO = 0.6
 LOAD_MIN_UTILIZATION = 50
@@ -35,10 +35,10 @@ def _median(values: Sequence[float]) -> float:
 
 
 def judge_gpu(
-    samples: Sequence[Dict[str, Any]],
+    samples: Sequence[dict[str, Any]],
     min_ratio: float = MIN_RATIO,
     min_utilization: float = LOAD_MIN_UTILIZATION,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """One GPU's verdict from its samples (node_facts' device dicts, oldest first).
 
     Returns ``index``, ``name``, ``samples``, ``loaded_samples`` (utilization >= ``min_utilization``),
@@ -47,7 +47,7 @@ def judge_gpu(
     if not samples:
         raise ValueError("no sample of this GPU")
     last = samples[-1]
-    found: Dict[str, Any] = {
+    found: dict[str, Any] = {
         "index": last.get("index"),
         "name": last.get("name"),
         "samples": len(samples),
@@ -96,16 +96,16 @@ def judge_gpu(
 
 
 def judge_clock_latch(
-    samples: Sequence[Sequence[Dict[str, Any]]],
+    samples: Sequence[Sequence[dict[str, Any]]],
     min_ratio: float = MIN_RATIO,
     min_utilization: float = LOAD_MIN_UTILIZATION,
-) -> Dict[str, Any]:
+) -> dict[str, Any]:
     """Every GPU's verdict over a series of samples (each one ``nvidia-smi`` query: a list of devices).
 
     Returns ``verdict`` (``latched`` when any GPU is, else ``pass`` when any was judged, else
     ``not_judged``), ``gpus`` (:func:`judge_gpu` each, by index order), ``min_ratio``, ``min_utilization``
     and ``summary``, one line."""
-    by_gpu: Dict[Any, List[Dict[str, Any]]] = {}
+    by_gpu: dict[Any, list[dict[str, Any]]] = {}
     for sample in samples:
         for device in sample:
             by_gpu.setdefault(device.get("index"), []).append(device)
@@ -125,5 +125,5 @@ def judge_clock_latch(
     }
 
 
-def _order(index: Optional[Any]) -> Any:
+def _order(index: Any | None) -> Any:
     return (index is None, index if isinstance(index, int) else 0)
