@@ -677,6 +677,46 @@ def summarize(results: Mapping[str, Any], slos: Sequence[Mapping[str, Any]] | No
     return _rounded(summary)
 
 
+def nodes_from_monitors(monitors: Mapping[str, Any]) -> dict[str, Any]:
+    """The results document's ``nodes`` from each node's bench_monitor result (or its failure)."""
+    nodes: dict[str, Any] = {}
+    for host, monitor in monitors.items():
+        if not isinstance(monitor, Mapping):
+            nodes[host] = {"error": f"no monitor result (found {_found(monitor)})"}
+            continue
+        error = monitor.get("error") or (monitor.get("msg") if monitor.get("failed") else None)
+        if error or monitor.get("mem_available") is None:
+            nodes[host] = {"error": str(error or "the monitor returned no samples")}
+            continue
+        nodes[host] = {
+            "error": None,
+            "mem_available": [list(sample) for sample in monitor["mem_available"]],
+            "clock_latch": monitor.get("clock_latch"),
+            "gpu_error": monitor.get("gpu_error"),
+            "stopped_by": monitor.get("stopped_by"),
+        }
+    return nodes
+
+
+def nodes_lines(summary: Mapping[str, Any]) -> list[str]:
+    """One line per node: the lowest MemAvailable over the run and during the needle, and the GPU clocks."""
+    lines = []
+    for host, node in (summary.get("nodes") or {}).items():
+        if node.get("error"):
+            lines.append(f"{host}: no samples ({node['error']})")
+            continue
+        memory = node["memory"] or {}
+        needle = (memory.get("phases") or {}).get("needle") or {}
+        low = memory.get("min_bytes")
+        line = f"{host}: MemAvailable min {low / 1024**3:.2f} GiB over {memory.get('samples')} samples"
+        if needle.get("min_bytes") is not None:
+            line += f", {needle['min_bytes'] / 1024**3:.2f} GiB during the needle"
+        latch = node.get("clock_latch")
+        line += f"; GPU clocks: {latch['verdict']}" if latch else "; GPU clocks: no sample"
+        lines.append(line)
+    return lines
+
+
 def _nodes(nodes: Mapping[str, Any] | None, phases: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Per node, what its monitor saw during the run (``bench_nodes``): MemAvailable per phase and the clocks."""
     if not nodes:

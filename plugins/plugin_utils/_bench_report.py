@@ -513,10 +513,17 @@ def text_table(summary: Mapping[str, Any]) -> str:
             f"burst of {burst['size']}: {burst['ok']}/{burst['requests']} ok, aggregate "
             f"{_fmt(burst['aggregate_tps'], 1)} tok/s ({burst['output_tokens']} tokens in {_fmt(burst['span_s'], 2)} s)"
         )
-    for row in summary.get("seed_000") or []:
-        value = "not measured" if row["value"] is None else f"{row['value']:.4g}"
-        lines.append(f"seed 000 {row['label']}: {row['seed']:g} {row['unit']}, this run {value} ({row['note']})")
+    lines += seed_lines(summary)
     return "\n".join(lines)
+
+
+def seed_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Seed 000's figures beside the run's, one line each."""
+    lines = []
+    for row in summary.get("seed_000") or []:
+        value = "not measured" if row["value"] is None else f"{row['value']:.4g} {row['unit']}"
+        lines.append(f"seed 000 {row['label']}: {row['seed']:g} {row['unit']}, this run {value} ({row['note']})")
+    return lines
 
 
 # ---------------------------------------------------------------- the run's folder
