@@ -9,7 +9,6 @@ report and the charts are made here on the controller (plugin_utils/_bench.py) a
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from datetime import UTC, datetime
@@ -47,12 +46,18 @@ ARGUMENT_SPEC = {
     "gate": {"type": "list", "elements": "dict"},
     "needle_tokens": {"type": "int", "default": 0},
     "needle_depth": {"type": "float", "default": 0.5},
+    "max_model_len": {"type": "int"},
+    "bursts": {"type": "list", "elements": "int", "default": [4, 6]},
+    "burst_max_tokens": {"type": "int", "default": 512},
+    "progress_every": {"type": "int", "default": 25},
     "slos": {"type": "list", "elements": "dict"},
     "results_dir": {"type": "path", "required": True},
     "label": {"type": "str", "default": ""},
     "identity": {"type": "dict", "default": {}},
 }
 
+# Answer tokens the needle asks for (bench_load's run_needle): the haystack and these must fit max_model_len.
+NEEDLE_ANSWER_TOKENS = 64
 # The client's own event loop waking this late (p99) means its timestamps are late too.
 LAG_WARN_MS = 5.0
 
@@ -70,9 +75,17 @@ class ActionModule(ActionBase):
         if not levels or any(level < 1 for level in levels) or len(set(levels)) != len(levels):
             raise AnsibleActionFail(f"levels must be distinct concurrencies of at least 1, got {levels}")
         levels = sorted(levels)
-        for name in ("requests", "prompt_tokens", "max_tokens"):
+        for name in ("requests", "prompt_tokens", "max_tokens", "burst_max_tokens"):
             if args[name] < 1:
                 raise AnsibleActionFail(f"{name} must be at least 1, got {args[name]}")
+        bursts = args["bursts"]
+        if any(size < 1 for size in bursts) or len(set(bursts)) != len(bursts):
+            raise AnsibleActionFail(f"bursts must be distinct request counts of at least 1, got {bursts}")
+        if args["progress_every"] < 0:
+            raise AnsibleActionFail(f"progress_every must be 0 (one part) or more, got {args['progress_every']}")
+        refusal = _bench.needle_refusal(args["needle_tokens"], args["max_model_len"], NEEDLE_ANSWER_TOKENS)
+        if refusal:
+            raise AnsibleActionFail(refusal)
         try:
             slos = _bench.parse_slos(args["slos"])
         except ValueError as error:
@@ -83,6 +96,7 @@ class ActionModule(ActionBase):
             f"gate ({len(gate)} checks), warm-up ({args['warmup_requests']} requests), concurrency "
             f"{', '.join(map(str, levels))} x {args['requests']} requests of {args['prompt_tokens']} prompt and "
             f"{args['max_tokens']} output tokens"
+            + (f", bursts of {', '.join(map(str, bursts))} requests" if bursts else "")
             + (f", a needle in {args['needle_tokens']} tokens" if args["needle_tokens"] else "")
             + f", sent from {client} to {args['url']}"
         )
@@ -111,6 +125,9 @@ class ActionModule(ActionBase):
             "api": args["api"],
             "warmup_requests": args["warmup_requests"],
             "ramp_s": args["ramp"],
+            "bursts": bursts,
+            "burst_max_tokens": args["burst_max_tokens"],
+            "progress_every": args["progress_every"],
         }
         identity = dict(args["identity"])
         identity.update(client_host=client, endpoint=args["url"], started_at=started_at, workload=workload)
@@ -122,6 +139,9 @@ class ActionModule(ActionBase):
             "levels": [],
             "needle": None,
             "client": [],
+            "bursts": [],
+            "phases": [],
+            "slos": slos,
         }
 
         gate_result = self._step(task_vars, dict(common, mode="gate", checks=gate), "gate")
@@ -159,26 +179,41 @@ class ActionModule(ActionBase):
                 display.warning(f"bench: {len(failed)} warm-up request(s) failed: {failed[0]['error']}")
 
         for number, concurrency in enumerate(levels, 1):
+            parts = _bench.level_parts(args["requests"], concurrency, args["progress_every"])
             display.display(
-                f"bench: level {number}/{len(levels)}: concurrency {concurrency}, {args['requests']} requests ..."
+                f"bench: level {number}/{len(levels)}: concurrency {concurrency}, {args['requests']} requests"
+                + (f" in {len(parts)} parts ..." if len(parts) > 1 else " ...")
             )
-            step = self._step(
-                task_vars,
-                dict(
-                    common,
-                    mode="load",
-                    concurrency=concurrency,
-                    requests=args["requests"],
-                    prompt_tokens=args["prompt_tokens"],
-                    max_tokens=args["max_tokens"],
-                    seed=args["seed"] + 1000 * number,
-                    ramp=args["ramp"],
-                ),
-                f"concurrency {concurrency}",
-            )
-            level = step["level"]
+            level: dict[str, Any] = {"requests": [], "client": None}
+            for part, (first, count) in enumerate(parts):
+                step = self._step(
+                    task_vars,
+                    dict(
+                        common,
+                        mode="load",
+                        concurrency=concurrency,
+                        requests=count,
+                        first_index=first,
+                        prompt_tokens=args["prompt_tokens"],
+                        max_tokens=args["max_tokens"],
+                        seed=args["seed"] + 1000 * number,
+                        ramp=args["ramp"] if part == 0 else 0,
+                    ),
+                    f"concurrency {concurrency}",
+                )["level"]
+                for record in step["requests"]:
+                    if len(parts) > 1:
+                        record["part"] = part
+                level["requests"] += step["requests"]
+                level["client"] = _bench.merge_client(level["client"], step["client"])
+                if len(parts) > 1 and part < len(parts) - 1:
+                    display.display(
+                        f"bench: level {number}/{len(levels)}: {first + count}/{args['requests']} requests: "
+                        + _level_line(level)
+                    )
             results["levels"].append({"concurrency": concurrency, "requests": level["requests"]})
             results["client"].append(dict(level["client"], concurrency=concurrency))
+            results["phases"].append(_phase(f"level C={concurrency}", level["client"]))
             display.display(f"bench: level {number}/{len(levels)}: {_level_line(level)}")
             lag, cpu = level["client"]["loop_lag"]["p99_ms"], level["client"]["cpu_share"]
             if lag > LAG_WARN_MS:
@@ -192,17 +227,57 @@ class ActionModule(ActionBase):
                     f"{who}, so its times may be late by as much; run it from a less busy host"
                 )
 
+        for number, size in enumerate(bursts, 1):
+            display.display(
+                f"bench: burst {number}/{len(bursts)}: {size} requests at once, "
+                f"{args['burst_max_tokens']} tokens each ..."
+            )
+            step = self._step(
+                task_vars,
+                dict(
+                    common,
+                    mode="load",
+                    concurrency=size,
+                    requests=size,
+                    prompt_tokens=args["prompt_tokens"],
+                    max_tokens=args["burst_max_tokens"],
+                    seed=args["seed"] + 500000 + size,
+                ),
+                f"burst of {size}",
+            )["level"]
+            burst = {"size": size, "requests": step["requests"], "client": step["client"]}
+            results["bursts"].append(burst)
+            results["phases"].append(_phase(f"burst {size}", step["client"]))
+            figures = _bench.burst_summary(burst)
+            display.display(
+                f"bench: burst {number}/{len(bursts)}: {figures['ok']}/{size} ok, aggregate "
+                + ("-" if figures["aggregate_tps"] is None else f"{figures['aggregate_tps']:.1f}")
+                + f" tok/s ({figures['output_tokens']} tokens in {figures['span_s'] or 0:.2f} s)"
+                + (f"; first error: {figures['first_error']}" if figures["first_error"] else "")
+            )
+
         if args["needle_tokens"]:
-            display.display(f"bench: needle in a haystack of about {args['needle_tokens']} tokens ...")
+            display.display(f"bench: needle in a haystack of {args['needle_tokens']} tokens (server's count) ...")
             needle = self._step(
                 task_vars,
-                dict(common, mode="needle", needle_tokens=args["needle_tokens"], needle_depth=args["needle_depth"]),
+                dict(
+                    common,
+                    mode="needle",
+                    needle_tokens=args["needle_tokens"],
+                    needle_depth=args["needle_depth"],
+                    max_model_len=args["max_model_len"],
+                ),
                 "needle",
             )["needle"]
             results["needle"] = needle
+            if needle.get("started_at") is not None:
+                results["phases"].append(
+                    {"name": "needle", "started_at": needle["started_at"], "finished_at": needle["finished_at"]}
+                )
             display.display(
-                f"bench: needle: {'found' if needle['found'] else 'NOT found'} in {needle['context_tokens']} tokens, "
-                f"{needle['seconds'] or 0:.1f} s" + (f" ({needle['error']})" if needle.get("error") else "")
+                f"bench: needle: {'found' if needle['found'] else 'NOT found'} in {needle['context_tokens']} tokens "
+                f"({needle.get('counted_by', 'usage')}), {needle['seconds'] or 0:.1f} s"
+                + (f" ({needle['error']})" if needle.get("error") else "")
             )
 
         identity["finished_at"] = _now()
@@ -239,17 +314,14 @@ class ActionModule(ActionBase):
         stamp = identity["started_at"].replace(":", "").replace("-", "")
         name = "-".join(part for part in (stamp, identity.get("shape", ""), args["label"]) if part)
         folder = os.path.join(args["results_dir"], _safe(name))
-        os.makedirs(folder, exist_ok=True)
-        _atomic_write(os.path.join(folder, "results.json"), json.dumps(results, indent=1, sort_keys=True) + "\n")
-        if summary is None:
-            summary = _bench.summarize(results)
-        charts = _report.write_charts(summary, os.path.join(folder, "charts"))
-        missing = _report.charts_missing()
-        if missing and summary.get("figures"):
-            display.warning(f"bench: {missing}")
-        report = _report.render_markdown(results, summary, charts, relative_to=folder)
-        _atomic_write(os.path.join(folder, "report.md"), report)
+        for warning in _report.write_run(folder, results, summary):
+            display.warning(f"bench: {warning}")
         return folder
+
+
+def _phase(name: str, client: dict[str, Any]) -> dict[str, Any]:
+    """A phase of the run with its start and end on the client's wall clock (for the nodes' samples)."""
+    return {"name": name, "started_at": client.get("started_at"), "finished_at": client.get("finished_at")}
 
 
 def _level_line(level: dict[str, Any]) -> str:
@@ -280,10 +352,3 @@ def _now() -> str:
 
 def _safe(name: str) -> str:
     return "".join(char if char.isalnum() or char in "-_." else "_" for char in name)
-
-
-def _atomic_write(path: str, text: str) -> None:
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(partial, path)

@@ -24,6 +24,7 @@ cannot keep up, that lag grows, and every timestamp above is late by about as mu
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import random
 import re
@@ -69,6 +70,7 @@ class Endpoint:
         base = parts.path.rstrip("/")
         if not base.endswith("/v1"):
             base += "/v1"
+        self.root = base[: -len("/v1")]
         self.api = api
         self.path = base + ("/chat/completions" if api == "chat" else "/completions")
         self.api_key = api_key
@@ -369,6 +371,7 @@ async def _run_level(
     ticker = asyncio.ensure_future(_ticker(lags, 0.01, clock))
     records: list[dict[str, Any]] = []
     issued = 0
+    started_at = time.time()
     start_wall, start_cpu = clock(), time.process_time()
 
     users = min(concurrency, requests)
@@ -402,6 +405,8 @@ async def _run_level(
             "cpu_s": round(cpu, 3),
             "cpu_share": round(cpu / wall, 4) if wall > 0 else 0.0,
             "loop_lag": _lag_summary(lags),
+            "started_at": round(started_at, 3),
+            "finished_at": round(time.time(), 3),
         },
     }
 
@@ -419,21 +424,28 @@ def run_level(
     extra: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
     ramp: float = 0.0,
+    first_index: int = 0,
 ) -> dict[str, Any]:
     """``requests`` requests, ``concurrency`` at a time, closed loop; one record each (text dropped).
 
     ``ramp`` spreads the users' first requests evenly over that many seconds (0: all at once).
+    ``first_index`` numbers the requests from there (``i``), for a level sent in parts: each part's prompts
+    and numbers follow the previous part's. A burst is a level with ``requests`` equal to ``concurrency``:
+    every request is sent at once, each on its own connection.
     """
     if concurrency < 1 or requests < 1:
         raise ValueError("concurrency and requests must be at least 1")
+    if first_index < 0:
+        raise ValueError("first_index must be at least 0")
 
     def bodies(index: int) -> dict[str, Any]:
-        prompt = synthetic_prompt(prompt_tokens, index, seed)
+        prompt = synthetic_prompt(prompt_tokens, first_index + index, seed)
         return request_body(endpoint, model, prompt, max_tokens, fixed_length, extra)
 
     level = asyncio.run(_run_level(endpoint, bodies, concurrency, requests, timeout, clock, ramp))
     for record in level["requests"]:
         record.pop("text", None)
+        record["i"] += first_index
     return level
 
 
@@ -512,13 +524,16 @@ def run_gate(
     return {"passed": all(item["passed"] for item in results) and bool(results), "checks": results}
 
 
-def haystack(tokens: int, depth: float, seed: int) -> tuple[str, str]:
-    """(prompt, passphrase): about ``tokens`` tokens of filler with one fact at ``depth`` (0 start, 1 end)."""
+def haystack(tokens: int, depth: float, seed: int, chars_per_token: float = 4.0) -> tuple[str, str]:
+    """(prompt, passphrase): about ``tokens`` tokens of filler with one fact at ``depth`` (0 start, 1 end).
+
+    The filler is ``chars_per_token`` characters a token; :func:`fit_haystack` measures the real ratio with
+    the server's tokenizer and builds it again to size."""
     rng = random.Random(seed)
     passphrase = f"{rng.choice(WORDS[40:])}-{rng.choice(WORDS[40:])}-{rng.randint(100, 999)}"
     sentences: list[str] = []
     length = 0
-    target = max(4 * tokens - 120, 200)
+    target = max(chars_per_token * tokens - 120, 200)
     while length < target:
         sentence = " ".join(rng.choice(WORDS) for _word in range(rng.randint(8, 16))).capitalize() + "."
         sentences.append(sentence)
@@ -527,6 +542,99 @@ def haystack(tokens: int, depth: float, seed: int) -> tuple[str, str]:
     sentences.insert(at, f"The {NEEDLE_KEY} is {passphrase}.")
     prompt = " ".join(sentences) + f"\n\nAnswer from the text above. {NEEDLE_QUESTION}"
     return prompt, passphrase
+
+
+def _call_json(
+    endpoint: Endpoint, method: str, path: str, body: dict[str, Any] | None, timeout: float
+) -> tuple[int, Any]:
+    """One plain JSON request (no streaming): (HTTP status, parsed body or None)."""
+    if endpoint.tls is not None:
+        connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+            endpoint.host, endpoint.port, timeout=timeout, context=endpoint.tls
+        )
+    else:
+        connection = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout)
+    headers = {"User-Agent": USER_AGENT, "Content-Type": "application/json", "Accept": "application/json"}
+    if endpoint.api_key:
+        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    try:
+        payload = json.dumps(body).encode() if body is not None else None
+        connection.request(method, path, body=payload, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+    finally:
+        connection.close()
+    try:
+        return response.status, json.loads(data) if data else None
+    except ValueError:
+        return response.status, None
+
+
+def count_prompt_tokens(endpoint: Endpoint, model: str, prompt: str, timeout: float = 120.0) -> dict[str, Any] | None:
+    """The server's own count of ``prompt`` as a request would send it (vLLM's ``POST /tokenize``, with the chat
+    template for the chat API): ``{"count", "max_model_len"}``; None when the server has no /tokenize."""
+    body: dict[str, Any] = {"model": model}
+    if endpoint.api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+        body["add_generation_prompt"] = True
+    else:
+        body["prompt"] = prompt
+    try:
+        status, answer = _call_json(endpoint, "POST", endpoint.root + "/tokenize", body, timeout)
+    except (OSError, http.client.HTTPException):
+        return None
+    if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("count"), int):
+        return None
+    limit = answer.get("max_model_len")
+    return {"count": answer["count"], "max_model_len": limit if isinstance(limit, int) else None}
+
+
+def served_max_model_len(endpoint: Endpoint, model: str, timeout: float = 30.0) -> int | None:
+    """``max_model_len`` of ``model`` in the server's ``GET /v1/models`` (vLLM lists it); None when not there."""
+    try:
+        status, answer = _call_json(endpoint, "GET", endpoint.root + "/v1/models", None, timeout)
+    except (OSError, http.client.HTTPException):
+        return None
+    if status != 200 or not isinstance(answer, dict):
+        return None
+    for entry in answer.get("data") or ():
+        if isinstance(entry, dict) and entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
+            return entry["max_model_len"]
+    return None
+
+
+def fit_haystack(
+    endpoint: Endpoint,
+    model: str,
+    tokens: int,
+    depth: float,
+    seed: int,
+    timeout: float = 120.0,
+    rounds: int = 3,
+    tolerance: float = 0.002,
+) -> dict[str, Any]:
+    """A haystack of ``tokens`` tokens as the server counts them (``POST /tokenize``), not as estimated.
+
+    Built at 4 characters a token, counted by the server, then built again at the ratio it measured, up to
+    ``rounds`` times, until the count is within ``tolerance`` of ``tokens`` (or the closest one at or below it).
+    Returns prompt, passphrase, ``counted`` (the server's count; None when it has no /tokenize: then the
+    haystack is the 4-characters estimate) and the server's ``max_model_len`` (None when it does not say)."""
+    chars = 4.0
+    best: dict[str, Any] | None = None
+    for _round in range(rounds):
+        prompt, passphrase = haystack(tokens, depth, seed, chars)
+        counted = count_prompt_tokens(endpoint, model, prompt, timeout)
+        if counted is None:
+            return {"prompt": prompt, "passphrase": passphrase, "counted": None, "max_model_len": None}
+        candidate = {"prompt": prompt, "passphrase": passphrase, "counted": counted["count"]}
+        candidate["max_model_len"] = counted["max_model_len"]
+        if best is None or abs(candidate["counted"] - tokens) < abs(best["counted"] - tokens):
+            best = candidate
+        if abs(counted["count"] - tokens) <= tolerance * tokens or counted["count"] <= 0:
+            break
+        chars *= tokens / counted["count"]
+    assert best is not None
+    return best
 
 
 def run_needle(
@@ -539,22 +647,60 @@ def run_needle(
     max_tokens: int = 64,
     extra: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    max_model_len: int | None = None,
 ) -> dict[str, Any]:
-    """One needle-in-a-haystack request: found (the passphrase is in the answer) and how long it took."""
-    prompt, passphrase = haystack(tokens, depth, seed)
+    """One needle-in-a-haystack request: found (the passphrase is in the answer) and how long it took.
+
+    The haystack is sized with the server's tokenizer (:func:`fit_haystack`). It is refused, with no request
+    sent, when its tokens plus ``max_tokens`` do not fit the context: the smaller of ``max_model_len`` and what
+    the server says. ``context_tokens`` is the server's ``usage.prompt_tokens`` of the request (``counted_by``
+    ``usage``), else its /tokenize count (``tokenize``), else the 4-characters estimate (``estimate``)."""
+    fitted = fit_haystack(endpoint, model, tokens, depth, seed, min(timeout, 300.0))
+    prompt, passphrase = fitted["prompt"], fitted["passphrase"]
+    limits = [limit for limit in (max_model_len, fitted["max_model_len"]) if limit]
+    if not fitted["max_model_len"]:
+        served = served_max_model_len(endpoint, model)
+        limits += [served] if served else []
+    limit = min(limits) if limits else None
+    result: dict[str, Any] = {
+        "context_tokens": fitted["counted"] if fitted["counted"] is not None else tokens,
+        "counted_by": "tokenize" if fitted["counted"] is not None else "estimate",
+        "requested_tokens": tokens,
+        "tokenized_tokens": fitted["counted"],
+        "max_model_len": limit,
+        "depth": depth,
+        "found": False,
+        "seconds": 0.0,
+        "ttft": None,
+        "started_at": None,
+        "finished_at": None,
+        "expected": passphrase,
+        "got": "",
+        "error": None,
+        "refused": False,
+    }
+    needed = result["context_tokens"] + max_tokens
+    if limit is not None and needed > limit:
+        result["refused"] = True
+        result["error"] = (
+            f"refused: the needle's {result['context_tokens']} prompt tokens ({result['counted_by']}) and "
+            f"{max_tokens} answer tokens exceed max_model_len {limit}; "
+            f"choose needle_tokens <= {limit - max_tokens - 64}"
+        )
+        return result
     body = request_body(endpoint, model, prompt, max_tokens, False, extra)
+    result["started_at"] = round(time.time(), 3)
     started = clock()
     record = _one(endpoint, body, timeout, clock)
-    seconds = round(clock() - started, 6)
+    result["seconds"] = round(clock() - started, 6)
+    result["finished_at"] = round(time.time(), 3)
     got = record.get("text", "")
-    return {
-        "context_tokens": record.get("prompt_tokens") or tokens,
-        "requested_tokens": tokens,
-        "depth": depth,
-        "found": bool(record["ok"] and passphrase.lower() in got.lower()),
-        "seconds": seconds,
-        "ttft": record["ttft"],
-        "expected": passphrase,
-        "got": got[:400],
-        "error": record["error"],
-    }
+    if isinstance(record.get("prompt_tokens"), int):
+        result["context_tokens"], result["counted_by"] = record["prompt_tokens"], "usage"
+    result.update(
+        found=bool(record["ok"] and passphrase.lower() in got.lower()),
+        ttft=record["ttft"],
+        got=got[:400],
+        error=record["error"],
+    )
+    return result

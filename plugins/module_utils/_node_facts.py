@@ -26,6 +26,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     socket_path,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._files import files_facts
+from ansible_collections.dgxspark.cluster.plugins.module_utils._gpu_clocks import judge_clock_latch
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles, Problem, problem
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
     DEFAULT_LOG_PATH,
@@ -275,7 +276,7 @@ class _Gatherer:
     # ------------------------------------------------------------ gpu
     def gpu(self) -> dict[str, Any]:
         tool = self.options.nvidia_smi
-        facts: dict[str, Any] = {"present": False, "error": None, "count": 0, "devices": []}
+        facts: dict[str, Any] = {"present": False, "error": None, "count": 0, "devices": [], "clock_latch": None}
         if tool.path is None:
             facts["error"] = tool.missing
             return facts
@@ -297,6 +298,8 @@ class _Gatherer:
         facts.update(present=bool(devices), count=len(devices), devices=devices)
         if not devices:
             facts["error"] = "nvidia-smi lists no GPU"
+        else:
+            facts["clock_latch"] = judge_clock_latch([devices])
         return facts
 
     # ------------------------------------------------------------ rdma

@@ -6,7 +6,10 @@ The query (one call, one line per GPU, header kept so the columns are checked, u
 
     nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,compute_cap,pstate,memory.total,
       memory.used,memory.free,clocks.current.graphics,clocks.max.graphics,clocks.current.sm,clocks.max.sm,
-      clocks.current.memory,clocks.max.memory,temperature.gpu,power.draw --format=csv,nounits
+      clocks.current.memory,clocks.max.memory,temperature.gpu,power.draw,utilization.gpu --format=csv,nounits
+
+``utilization.gpu`` is what the clock-latch check (``_gpu_clocks``) needs to tell a GPU under load from an
+idle one.
 
 Every field exists in the 580 drivers DGX OS ships (an unknown field makes nvidia-smi reject the whole
 query). On a GB10 the memory fields read ``[N/A]`` (unified memory: there is no separate GPU memory to
@@ -51,6 +54,7 @@ FIELDS: tuple[Field, ...] = (
     Field("clocks.max.memory", "clocks_max_memory_mhz", "int"),
     Field("temperature.gpu", "temperature_c", "int"),
     Field("power.draw", "power_draw_w", "float"),
+    Field("utilization.gpu", "utilization_gpu_pct", "int"),
 )
 FIELDS_BY_QUERY: dict[str, Field] = {field.query: field for field in FIELDS}
 QUERY = ",".join(field.query for field in FIELDS)

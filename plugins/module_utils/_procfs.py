@@ -92,13 +92,17 @@ def parse_cmdline(text: str) -> list[str]:
 class KernelModule:
     name: str
     size: int
-    refcount: int
+    refcount: int | None
+    """None where the kernel prints ``-`` (built without CONFIG_MODULE_UNLOAD: no use count is kept)."""
     used_by: tuple[str, ...]
     state: str
 
 
 def parse_modules(text: str) -> list[KernelModule]:
-    """/proc/modules: ``name size refcount deps state address [taints]`` per line."""
+    """/proc/modules: ``name size refcount deps state address [taints]`` per line.
+
+    A kernel built without module unloading prints ``-`` for both the use count and the users (kernel/module/
+    procfs.c; seen on a real H200 host, tests/unit/fixtures/gpu_clocks/README.md): the count is then None."""
     modules: list[KernelModule] = []
     for line in text.splitlines():
         if not line.strip():
@@ -107,7 +111,7 @@ def parse_modules(text: str) -> list[KernelModule]:
         if len(fields) < 5:
             raise ValueError(f"not a /proc/modules line: {line!r}")
         try:
-            size, refcount = int(fields[1]), int(fields[2])
+            size, refcount = int(fields[1]), (None if fields[2] == "-" else int(fields[2]))
         except ValueError:
             raise ValueError(f"not a /proc/modules line: {line!r}") from None
         used_by = tuple(name for name in fields[3].split(",") if name and name != "-")

@@ -55,6 +55,12 @@ options:
     description: Requests to send in all (O(mode=load)).
     type: int
     default: 100
+  first_index:
+    description:
+      - Number of the first request (O(mode=load)); its prompt and its C(i) follow from it. C(bench_run) sends a long
+        level in parts, each starting where the previous one ended, so that it can print progress between them.
+    type: int
+    default: 0
   ramp:
     description:
       - Seconds over which the users' first requests are spread evenly (O(mode=load)); V(0) starts them all at once.
@@ -96,6 +102,12 @@ options:
     description: Where the needle sits in the haystack, from 0 (start) to 1 (end).
     type: float
     default: 0.5
+  max_model_len:
+    description:
+      - The context limit the needle must fit (O(mode=needle)), prompt and answer together; the smaller of this
+        and the server's own (its C(/tokenize) or C(/v1/models) answer) applies. A needle that does not fit is
+        refused (C(refused) true) and nothing is sent.
+    type: int
 attributes:
   check_mode:
     support: full
@@ -131,7 +143,11 @@ level:
   returned: mode is load
   type: dict
 needle:
-  description: O(mode=needle) - context_tokens, found, seconds, ttft, expected, got, error.
+  description:
+    - O(mode=needle) - context_tokens (the server's C(usage.prompt_tokens); C(counted_by) says whether it came
+      from C(usage), C(tokenize) or the 4-characters C(estimate)), requested_tokens, tokenized_tokens,
+      max_model_len, refused, found, seconds, ttft, started_at, finished_at (epoch seconds), expected, got,
+      error.
   returned: mode is needle
   type: dict
 """
@@ -158,6 +174,7 @@ def main() -> None:
             "concurrency": {"type": "int", "default": 1},
             "requests": {"type": "int", "default": 100},
             "ramp": {"type": "float", "default": 0},
+            "first_index": {"type": "int", "default": 0},
             "prompt_tokens": {"type": "int", "default": 128, "no_log": False},
             "max_tokens": {"type": "int", "default": 128, "no_log": False},
             "timeout": {"type": "float", "default": 600},
@@ -166,6 +183,7 @@ def main() -> None:
             "checks": {"type": "list", "elements": "dict", "default": []},
             "needle_tokens": {"type": "int", "default": 32768, "no_log": False},
             "needle_depth": {"type": "float", "default": 0.5},
+            "max_model_len": {"type": "int"},
         },
         supports_check_mode=True,
     )
@@ -201,6 +219,7 @@ def main() -> None:
                 params["seed"],
                 extra=extra,
                 ramp=params["ramp"],
+                first_index=params["first_index"],
             )
             module.exit_json(changed=False, level=level)
         needle = run_needle(
@@ -211,6 +230,7 @@ def main() -> None:
             params["seed"],
             params["timeout"],
             extra=extra,
+            max_model_len=params["max_model_len"],
         )
         module.exit_json(changed=False, needle=needle)
     except ValueError as error:

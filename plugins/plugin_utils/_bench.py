@@ -26,6 +26,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_seed import (
+    burst_summary,
+    node_memory,
+    seed_comparison,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_stats import (
     describe,
     finite,
@@ -383,10 +388,7 @@ def level_summary(level: Mapping[str, Any]) -> dict[str, Any]:
     """
     requests = [request_metrics(request) for request in level["requests"]]
     ok = [request for request in requests if request["ok"]]
-    starts = [request["t_send"] for request in requests]
-    ends = [request["end"] for request in requests if request["end"] is not None]
-    span = max(ends) - min(starts) if ends and starts else None
-    span = span if span is not None and span > 0 else None
+    span = _span(level["requests"], requests)
     tokens = sum(request["n"] for request in ok)
     errors = Counter(request["error"] for request in requests if not request["ok"])
     stats = {metric: describe(_values(requests, metric)) for metric in METRICS}
@@ -418,6 +420,76 @@ def level_summary(level: Mapping[str, Any]) -> dict[str, Any]:
             "rps": finite(1 / latency) if latency else None,
         },
     }
+
+
+def _span(records: Sequence[Mapping[str, Any]], requests: Sequence[Mapping[str, Any]]) -> float | None:
+    """First send to last end; for a level sent in parts (records with ``part``), the sum of each part's span,
+    so that the pause between two parts (the next part's start) is not counted as the level's time."""
+    parts: dict[Any, list[Mapping[str, Any]]] = {}
+    for record, request in zip(records, requests, strict=True):
+        parts.setdefault(record.get("part"), []).append(request)
+    total = 0.0
+    for members in parts.values():
+        starts = [request["t_send"] for request in members]
+        ends = [request["end"] for request in members if request["end"] is not None]
+        if starts and ends:
+            total += max(max(ends) - min(starts), 0.0)
+    return total if total > 0 else None
+
+
+# ---------------------------------------------------------------- steps of a run
+def level_parts(requests: int, concurrency: int, progress_every: int) -> list[tuple[int, int]]:
+    """The parts a level is sent in, as (first request number, requests): a progress line follows each part.
+
+    A part holds ``progress_every`` requests per user (``progress_every x concurrency`` requests), so each
+    part lasts about ``progress_every`` request latencies at any concurrency: a 100-request level at C=1 with
+    25 is four parts of 25 (a line every ~20 s), at C=4 one part. ``progress_every`` 0: one part. The last
+    part takes the rest; a rest smaller than half a part joins the part before it."""
+    if requests < 1 or concurrency < 1:
+        raise ValueError("requests and concurrency must be at least 1")
+    if progress_every <= 0:
+        return [(0, requests)]
+    size = progress_every * concurrency
+    parts = [(first, min(size, requests - first)) for first in range(0, requests, size)]
+    if len(parts) > 1 and parts[-1][1] * 2 < size:
+        first, count = parts[-2]
+        parts[-2:] = [(first, count + parts[-1][1])]
+    return parts
+
+
+def merge_client(total: Mapping[str, Any] | None, part: Mapping[str, Any]) -> dict[str, Any]:
+    """The client figures of a level sent in parts: times and CPU added, the worst loop lag kept."""
+    if total is None:
+        return dict(part)
+    wall = total["wall_s"] + part["wall_s"]
+    cpu = total["cpu_s"] + part["cpu_s"]
+    lag = dict(max(total["loop_lag"], part["loop_lag"], key=lambda item: item.get("p99_ms", 0)))
+    merged = dict(total)
+    merged.update(
+        wall_s=round(wall, 3),
+        cpu_s=round(cpu, 3),
+        cpu_share=round(cpu / wall, 4) if wall > 0 else 0.0,
+        loop_lag=lag,
+        finished_at=part.get("finished_at"),
+    )
+    return merged
+
+
+def needle_refusal(needle_tokens: int, max_model_len: int | None, answer_tokens: int) -> str | None:
+    """Why a needle of ``needle_tokens`` cannot run at ``max_model_len`` (with its answer), or None when it fits.
+
+    vLLM refuses a prompt whose tokens and ``max_tokens`` exceed ``max_model_len`` (HTTP 400); the benchmark
+    refuses it first, before anything is sent, naming the largest needle that fits."""
+    if needle_tokens < 0:
+        return f"needle_tokens must be 0 (no needle) or more, got {needle_tokens}"
+    if not needle_tokens or max_model_len is None:
+        return None
+    if needle_tokens + answer_tokens > max_model_len:
+        return (
+            f"needle_tokens {needle_tokens} does not fit max_model_len {max_model_len} with its {answer_tokens} "
+            f"answer tokens: vLLM would refuse it; choose needle_tokens <= {max_model_len - answer_tokens}"
+        )
+    return None
 
 
 # ---------------------------------------------------------------- SLOs and capacity
@@ -598,7 +670,64 @@ def summarize(results: Mapping[str, Any], slos: Sequence[Mapping[str, Any]] | No
     summary["levels"] = [level_summary(level) for level in ordered]
     summary["capacity"] = capacity(summary["levels"], raw, parsed)
     summary["notes"] = _notes(summary["levels"], identity["workload"]["levels"])
+    summary["bursts"] = [burst_summary(burst) for burst in results.get("bursts") or []]
+    summary["phases"] = [dict(phase) for phase in results.get("phases") or []]
+    summary["nodes"] = _nodes(results.get("nodes"), summary["phases"])
+    summary["seed_000"] = seed_comparison(summary)
     return _rounded(summary)
+
+
+def nodes_from_monitors(monitors: Mapping[str, Any]) -> dict[str, Any]:
+    """The results document's ``nodes`` from each node's bench_monitor result (or its failure)."""
+    nodes: dict[str, Any] = {}
+    for host, monitor in monitors.items():
+        if not isinstance(monitor, Mapping):
+            nodes[host] = {"error": f"no monitor result (found {_found(monitor)})"}
+            continue
+        error = monitor.get("error") or (monitor.get("msg") if monitor.get("failed") else None)
+        if error or monitor.get("mem_available") is None:
+            nodes[host] = {"error": str(error or "the monitor returned no samples")}
+            continue
+        nodes[host] = {
+            "error": None,
+            "mem_available": [list(sample) for sample in monitor["mem_available"]],
+            "clock_latch": monitor.get("clock_latch"),
+            "gpu_error": monitor.get("gpu_error"),
+            "stopped_by": monitor.get("stopped_by"),
+        }
+    return nodes
+
+
+def nodes_lines(summary: Mapping[str, Any]) -> list[str]:
+    """One line per node: the lowest MemAvailable over the run and during the needle, and the GPU clocks."""
+    lines = []
+    for host, node in (summary.get("nodes") or {}).items():
+        if node.get("error"):
+            lines.append(f"{host}: no samples ({node['error']})")
+            continue
+        memory = node["memory"] or {}
+        needle = (memory.get("phases") or {}).get("needle") or {}
+        low = memory.get("min_bytes")
+        line = f"{host}: MemAvailable min {low / 1024**3:.2f} GiB over {memory.get('samples')} samples"
+        if needle.get("min_bytes") is not None:
+            line += f", {needle['min_bytes'] / 1024**3:.2f} GiB during the needle"
+        latch = node.get("clock_latch")
+        line += f"; GPU clocks: {latch['verdict']}" if latch else "; GPU clocks: no sample"
+        lines.append(line)
+    return lines
+
+
+def _nodes(nodes: Mapping[str, Any] | None, phases: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Per node, what its monitor saw during the run (``bench_nodes``): MemAvailable per phase and the clocks."""
+    if not nodes:
+        return None
+    out: dict[str, Any] = {}
+    for host, node in nodes.items():
+        entry: dict[str, Any] = {"error": node.get("error"), "memory": None, "clock_latch": node.get("clock_latch")}
+        if node.get("mem_available") is not None:
+            entry["memory"] = node_memory(node["mem_available"], phases)
+        out[host] = entry
+    return out
 
 
 def _notes(levels: Sequence[Mapping[str, Any]], planned: Sequence[int]) -> list[str]:

@@ -11,6 +11,7 @@ this module imports without it, and without it :func:`write_charts` writes nothi
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -128,6 +129,9 @@ def render_markdown(
         lines += [f"**{label}** ({unit}, {better} is better)", ""]
         lines += _distribution_table(levels, metric) + [""]
     lines += _needle_section(summary.get("needle"))
+    lines += _bursts_section(summary.get("bursts") or [])
+    lines += _nodes_section(summary.get("nodes"))
+    lines += _seed_section(summary.get("seed_000") or [])
     if summary.get("notes"):
         lines += ["## Notes", ""] + [f"- {note}" for note in summary["notes"]] + [""]
     lines += _charts_section(charts, relative_to)
@@ -285,6 +289,94 @@ def _needle_section(needle: Mapping[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def _bursts_section(bursts: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not bursts:
+        return ["## Bursts", "", "Not run.", ""]
+    rows = [
+        [
+            burst["size"],
+            f"{burst['ok']}/{burst['requests']}",
+            burst["output_tokens"],
+            _fmt(burst["span_s"], 2),
+            _fmt(burst["aggregate_tps"], 1),
+            burst["first_error"] or "",
+        ]
+        for burst in bursts
+    ]
+    header = ["requests at once", "ok/sent", "output tokens", "span s", "aggregate tok/s", "first error"]
+    return [
+        "## Bursts",
+        "",
+        "N requests sent at once, each on its own connection; aggregate tok/s = sum of output tokens / (last end - "
+        "first send), TTFT and any queueing behind max_num_seqs included.",
+        "",
+        *_table(header, rows, right=[True, True, True, True, True, False]),
+        "",
+    ]
+
+
+def _gib(value: Any) -> str:
+    return "-" if value is None else f"{value / 1024**3:.2f}"
+
+
+def _nodes_section(nodes: Mapping[str, Any] | None) -> list[str]:
+    if not nodes:
+        return ["## Nodes during the run", "", "No node monitor ran (bench.yml starts one on every node).", ""]
+    phases = sorted({name for node in nodes.values() for name in ((node.get("memory") or {}).get("phases") or {})})
+    rows = []
+    for host, node in nodes.items():
+        memory = node.get("memory") or {}
+        latch = node.get("clock_latch") or {}
+        rows.append(
+            [
+                host,
+                memory.get("samples", "-"),
+                _gib(memory.get("min_bytes")),
+                *[_gib(((memory.get("phases") or {}).get(name) or {}).get("min_bytes")) for name in phases],
+                latch.get("summary") or node.get("error") or "-",
+            ]
+        )
+    header = ["node", "samples", "min MemAvailable GiB", *[f"min during {name} GiB" for name in phases], "GPU clocks"]
+    return [
+        "## Nodes during the run",
+        "",
+        "MemAvailable sampled on every node by its monitor (dgxspark.cluster.bench_monitor) while the run went on; "
+        "the GPU clock-latch check judges the SM clock under load against its maximum.",
+        "",
+        *_table(header, rows, right=[False] + [True] * (len(header) - 2) + [False]),
+        "",
+    ]
+
+
+def _seed_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    table = [
+        [
+            row["label"],
+            f"{row['seed']:g} {row['unit']}",
+            "not measured" if row["value"] is None else f"{row['value']:.4g} {row['unit']}",
+            "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+            row["how"],
+            row["note"],
+        ]
+        for row in rows
+    ]
+    return [
+        "## Against seed 000",
+        "",
+        "Seed 000's measured operating figures (tp3-triangle, three DGX Sparks) beside this run's. Nothing is judged "
+        "here: another cluster, model or workload gives other figures.",
+        "",
+        *_table(
+            ["figure", "seed 000", "this run", "ratio", "how it is measured", "note"],
+            table,
+            right=[False, True, True, True, False, False],
+        ),
+        "",
+    ]
+
+
 def _charts_section(charts: Sequence[str] | None, relative_to: str | None) -> list[str]:
     lines = ["## Charts", ""]
     if not charts:
@@ -416,7 +508,47 @@ def text_table(summary: Mapping[str, Any]) -> str:
         f"CordatusAI's Max C = {_fmt(cordatus['max_c'])} (mean TTFT <= {cordatus['ttft_ms']:g} ms, "
         f"mean N/latency >= {cordatus['tps']:g} tok/s)"
     )
+    for burst in summary.get("bursts") or []:
+        lines.append(
+            f"burst of {burst['size']}: {burst['ok']}/{burst['requests']} ok, aggregate "
+            f"{_fmt(burst['aggregate_tps'], 1)} tok/s ({burst['output_tokens']} tokens in {_fmt(burst['span_s'], 2)} s)"
+        )
+    lines += seed_lines(summary)
     return "\n".join(lines)
+
+
+def seed_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Seed 000's figures beside the run's, one line each."""
+    lines = []
+    for row in summary.get("seed_000") or []:
+        value = "not measured" if row["value"] is None else f"{row['value']:.4g} {row['unit']}"
+        lines.append(f"seed 000 {row['label']}: {row['seed']:g} {row['unit']}, this run {value} ({row['note']})")
+    return lines
+
+
+# ---------------------------------------------------------------- the run's folder
+def write_run(folder: str, results: Mapping[str, Any], summary: Mapping[str, Any] | None = None) -> list[str]:
+    """Write a run's folder: results.json, report.md and charts/*.png (each file replaced whole).
+
+    ``summary`` defaults to ``_bench.summarize(results, results["slos"])``. Returns warnings (no charts)."""
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
+
+    os.makedirs(folder, exist_ok=True)
+    _atomic_write(os.path.join(folder, "results.json"), json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if summary is None:
+        summary = _bench.summarize(results, results.get("slos"))
+    charts = write_charts(summary, os.path.join(folder, "charts"))
+    missing = charts_missing()
+    warnings = [missing] if missing and summary.get("figures") else []
+    _atomic_write(os.path.join(folder, "report.md"), render_markdown(results, summary, charts, relative_to=folder))
+    return warnings
+
+
+def _atomic_write(path: str, text: str) -> None:
+    partial = path + ".partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(partial, path)
 
 
 # ---------------------------------------------------------------- charts

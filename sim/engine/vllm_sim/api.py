@@ -276,7 +276,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
         try:
-            if path not in ("/v1/completions", "/v1/chat/completions"):
+            if path not in ("/v1/completions", "/v1/chat/completions", "/tokenize"):
                 length = int(self.headers.get("content-length") or 0)
                 if length:
                     self.rfile.read(length)
@@ -285,6 +285,9 @@ class Handler(BaseHTTPRequestHandler):
             if not self._authorized():
                 return
             body = self._read_json()
+            if path == "/tokenize":
+                self._tokenize(body)
+                return
             self._generate(body, chat=path.endswith("chat/completions"))
         except ApiError as exc:
             self._error(exc)
@@ -299,12 +302,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
         return model
 
-    def _generate(self, body: dict, chat: bool) -> None:
-        s = self.state
-        model = self._resolve_model(body)
-        n = body.get("n", 1)
-        if n not in (1, None):
-            raise ApiError(400, "the stand-in engine (vllm-sim) supports only n=1", param="n")
+    def _prompt(self, body: dict, chat: bool) -> tuple[str, str, int]:
+        """(prompt text, where the question is, prompt tokens) of a chat or completions body."""
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
@@ -313,24 +312,42 @@ class Handler(BaseHTTPRequestHandler):
                 prompt, question = text.render_chat(messages)
             except ValueError as exc:
                 raise ApiError(400, str(exc), param="messages") from None
-            prompt_tokens = text.count_text_tokens(prompt)
-        else:
-            raw = body.get("prompt")
-            if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], (str, list)):
-                raw = raw[0]
-            if isinstance(raw, str):
-                prompt = question = raw
-                prompt_tokens = text.count_text_tokens(prompt)
-            elif isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
-                prompt = question = ""
-                prompt_tokens = len(raw)
-            else:
-                raise ApiError(
-                    400,
-                    "'prompt' must be a string, a list of token ids, or a list of one of those "
-                    "(the stand-in engine serves one prompt per request)",
-                    param="prompt",
-                )
+            return prompt, question, text.count_text_tokens(prompt)
+        raw = body.get("prompt")
+        if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], (str, list)):
+            raw = raw[0]
+        if isinstance(raw, str):
+            return raw, raw, text.count_text_tokens(raw)
+        if isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
+            return "", "", len(raw)
+        raise ApiError(
+            400,
+            "'prompt' must be a string, a list of token ids, or a list of one of those "
+            "(the stand-in engine serves one prompt per request)",
+            param="prompt",
+        )
+
+    def _tokenize(self, body: dict) -> None:
+        """vLLM's POST /tokenize: ``{"count", "max_model_len", "tokens"}`` for a ``prompt`` or ``messages``.
+
+        The count is the one the completions would report as ``usage.prompt_tokens`` (the stand-in's rule:
+        4 characters a token); the token ids are made up (0, 1, 2, ...), and listed only when asked for with
+        ``return_tokens`` (the stand-in's own key; vLLM always lists them), so that counting a 443,223-token
+        needle does not send megabytes back."""
+        self._resolve_model(body)
+        _prompt, _question, count = self._prompt(body, chat="messages" in body)
+        answer = {"count": count, "max_model_len": self.state.max_model_len, "tokens": [], "token_strs": None}
+        if body.get("return_tokens"):
+            answer["tokens"] = list(range(count))
+        self._send_json(200, answer)
+
+    def _generate(self, body: dict, chat: bool) -> None:
+        s = self.state
+        model = self._resolve_model(body)
+        n = body.get("n", 1)
+        if n not in (1, None):
+            raise ApiError(400, "the stand-in engine (vllm-sim) supports only n=1", param="n")
+        prompt, question, prompt_tokens = self._prompt(body, chat)
         max_len = s.max_model_len
         if prompt_tokens >= max_len:
             raise ApiError(

@@ -51,14 +51,16 @@ SHAPES: dict[str, dict] = {
     },
     "tp3": {
         "source": (
-            "seed 000 'Measured operating figures' (tp3-triangle): 53.9 tok/s single stream, 137.6 tok/s "
-            "aggregate at 4, 123.2 at 6, taken as decode rates (ITL = 1000 x c / aggregate). Seed 000 gives "
-            "no TTFT: seed 002's TP4 TTFT figures are used (an assumption), 6 interpolated between 4 and 8."
+            "seed 000 'Measured operating figures' (tp3-triangle, max_num_seqs 4): 53.9 tok/s single stream and "
+            "137.6 tok/s aggregate at 4, as decode rates (ITL = 1000 x c / aggregate). Its 6-request burst (123.2 "
+            "tok/s) ran with max_num_seqs 4: 4 decode at once, then the other 2, so 6 / 123.2 s = ITL(4) + ITL(2) "
+            "and ITL(2) = 48.70 - 29.07 = 19.63 ms. Seed 000 gives no TTFT: seed 002's TP4 TTFT figures are used "
+            "(an assumption)."
         ),
         "levels": {
             1: (271.63, round(1000.0 / 53.9, 2)),
+            2: (395.75, round(6000.0 / 123.2 - 4000.0 / 137.6, 2)),
             4: (577.41, round(4000.0 / 137.6, 2)),
-            6: (691.65, round(6000.0 / 123.2, 2)),
         },
     },
 }

@@ -257,7 +257,13 @@ def test_bare_tree_missing_things_are_facts() -> None:
     )
     node = gather(options(BARE, nvidia_smi=Tool("nvidia-smi", None, "nvidia-smi not found")), tools)
     assert node["problems"] == []
-    assert node["gpu"] == {"present": False, "error": "nvidia-smi not found", "count": 0, "devices": []}
+    assert node["gpu"] == {
+        "present": False,
+        "error": "nvidia-smi not found",
+        "count": 0,
+        "devices": [],
+        "clock_latch": None,
+    }
     assert node["rdma"] == {
         "present": False,
         "error": f"no RDMA devices in {BARE / 'sys' / 'class' / 'infiniband'}",

@@ -77,10 +77,10 @@ CASES: list[tuple[str, str, list[str] | None, dict[str, Any]]] = [
         {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.159.03", "memory_total_mib": None},
     ),
     (
-        "gb10 jethac: noheader nounits, memory [N/A], utilization kept as an extra field",
+        "gb10 jethac: noheader nounits, memory [N/A], utilization a number",
         sample_body("nvidia-smi-query-gpu.gb10.jethac-name-memused-memtotal-util.csv.txt"),
         ["name", "memory.used", "memory.total", "utilization.gpu"],
-        {"name": "NVIDIA GB10", "memory_used_mib": None, "memory_total_mib": None, "utilization_gpu": "6"},
+        {"name": "NVIDIA GB10", "memory_used_mib": None, "memory_total_mib": None, "utilization_gpu_pct": 6},
     ),
     (
         "gb10 llama-swap issue: [N/A] memory",
@@ -177,7 +177,8 @@ def test_not_available(value: str, missing: bool) -> None:
         ("power.draw", "81.36 W", 81.36),
         ("clocks.current.graphics", "2522 MHz", 2522),
         ("temperature.gpu", "36", 36),
-        ("utilization.gpu", "6 %", "6 %"),
+        ("utilization.gpu", "6 %", 6),
+        ("utilization.memory", "6 %", "6 %"),
         ("memory.total", "[N/A]", None),
     ],
 )

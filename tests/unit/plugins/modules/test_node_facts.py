@@ -148,7 +148,13 @@ def test_nvidia_smi_not_on_path(tmp_path: pathlib.Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: None)
     result = run_module({"sections": ["gpu"], "proc_root": str(BARE / "proc"), "sys_root": str(BARE / "sys")})
-    assert result["node"]["gpu"] == {"present": False, "error": "nvidia-smi not found", "count": 0, "devices": []}
+    assert result["node"]["gpu"] == {
+        "present": False,
+        "error": "nvidia-smi not found",
+        "count": 0,
+        "devices": [],
+        "clock_latch": None,
+    }
     assert list(result["node"]) == ["gpu", "sections", "problems", "elapsed_ms"]
 
 
