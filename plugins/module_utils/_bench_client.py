@@ -633,7 +633,8 @@ def fit_haystack(
         if abs(counted["count"] - tokens) <= tolerance * tokens or counted["count"] <= 0:
             break
         chars *= tokens / counted["count"]
-    assert best is not None
+    if best is None:  # the loop runs at least once
+        raise RuntimeError("the needle could not be sized")
     return best
 
 

@@ -22,22 +22,22 @@ description:
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
-  state:
+  operation:
     description:
       - V(list) returns every release's summary, the promoted and previous ones and the protected images.
       - V(show) returns one release whole (O(id)).
-      - V(recorded) writes O(record) as a new release; the same record again changes nothing.
-      - V(promoted) promotes O(id) and retires every other promoted or candidate release.
+      - V(record) writes O(record) as a new release; the same record again changes nothing.
+      - V(promote) promotes O(id) and retires every other promoted or candidate release.
       - V(evidence) keeps O(evidence) in release O(id) (a benchmark run, a comparison and its verdict).
       - V(event) adds a history entry O(event) to release O(id) (for example C(served again)).
     type: str
-    choices: [list, show, recorded, promoted, evidence, event]
+    choices: [list, show, record, promote, evidence, event]
     default: list
   id:
-    description: The release, for V(show), V(promoted), V(evidence) and V(event).
+    description: The release, for V(show), V(promote), V(evidence) and V(event).
     type: str
   record:
-    description: The release to write, for V(recorded) (as the C(dgxspark.cluster.release_record) filter builds it).
+    description: The release to write, for V(record) (as the C(dgxspark.cluster.release_record) filter builds it).
     type: dict
   evidence:
     description: For V(evidence), a mapping of names to what is kept under each (replacing a previous one of that name).
@@ -79,12 +79,12 @@ EXAMPLES = r"""
 
 - name: Show one
   dgxspark.cluster.release:
-    state: show
+    operation: show
     id: r20261201T155300Z-3c9f0a1b2d4e
 
 - name: Promote a candidate after its comparison passed
   dgxspark.cluster.release:
-    state: promoted
+    operation: promote
     id: "{{ candidate_id }}"
     detail: "comparison passed: no regression beyond 3 %"
     by: "{{ lookup('ansible.builtin.env', 'USER') }}"
@@ -110,7 +110,7 @@ protected_images:
   returned: always
   type: dict
 release:
-  description: The release whole, for V(show); the release written, for the other states that change one.
+  description: The release whole, for V(show); the release written, for the other operations that change one.
   returned: when O(id) or O(record) is given
   type: dict
 written:
@@ -139,9 +139,9 @@ def _now() -> str:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "state": {
+            "operation": {
                 "type": "str",
-                "choices": ["list", "show", "recorded", "promoted", "evidence", "event"],
+                "choices": ["list", "show", "record", "promote", "evidence", "event"],
                 "default": "list",
             },
             "id": {"type": "str"},
@@ -153,30 +153,30 @@ def main() -> None:
             "directory": {"type": "path", "default": _releases.DEFAULT_DIRECTORY},
         },
         required_if=[
-            ("state", "show", ("id",)),
-            ("state", "recorded", ("record",)),
-            ("state", "promoted", ("id",)),
-            ("state", "evidence", ("id", "evidence")),
-            ("state", "event", ("id", "event")),
+            ("operation", "show", ("id",)),
+            ("operation", "record", ("record",)),
+            ("operation", "promote", ("id",)),
+            ("operation", "evidence", ("id", "evidence")),
+            ("operation", "event", ("id", "event")),
         ],
         supports_check_mode=True,
     )
     params = module.params
-    directory, state = params["directory"], params["state"]
+    directory, state = params["directory"], params["operation"]  # what is asked
     try:
         records, _problems = _releases.read_all(directory)
         writes: list[dict] = []
         release = None
         if state == "show":
             release = dict(_releases.find(records, params["id"]))
-        elif state == "recorded":
+        elif state == "record":
             release = _releases.check_record(params["record"])
             known = next((r for r in records if r["id"] == release["id"]), None)
             if known is None:
                 writes.append(release)
             elif known != release:
                 raise _releases.ReleaseError(f"release {release['id']} exists already with other contents")
-        elif state == "promoted":
+        elif state == "promote":
             writes = _releases.promote(records, params["id"], _now(), params["by"], params["detail"])
             release = next((w for w in writes if w["id"] == params["id"]), dict(_releases.find(records, params["id"])))
         elif state == "evidence":
@@ -191,7 +191,7 @@ def main() -> None:
             writes.append(release)
         if writes and not module.check_mode:
             for record in writes:
-                _releases.write(directory, record, exclusive=state == "recorded")
+                _releases.write(directory, record, exclusive=state == "record")
     except (OSError, ValueError) as error:
         module.fail_json(msg=f"release ({state}): {error}")
     listed = _releases.facts(directory)  # after the writes (in check mode: as it stands)

@@ -600,7 +600,7 @@ def _capability_risks(value: Any) -> list[Risk]:
 
 
 def _device_risks(value: Any) -> list[Risk]:
-    source = _normal(str(value).split(":")[0])
+    source = _normal(str(value).split(":", maxsplit=1)[0])
     if source in _MEMORY_DEVICES:
         what = "the node's physical memory or I/O ports"
     elif source == "/dev" or _BLOCK_DEVICE.fullmatch(source):

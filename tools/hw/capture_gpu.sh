@@ -45,7 +45,7 @@ torch.cuda.synchronize(); print(f"load: {n} fp16 8192x8192 matrix products in 20
 PY
 load=$!
 sleep 6
-for i in 1 2 3 4 5 6; do nvidia-smi --query-gpu=$Q --format=csv,nounits,noheader; sleep 1; done > "$out/query-load.csv" 2>&1
+for _sample in 1 2 3 4 5 6; do nvidia-smi --query-gpu=$Q --format=csv,nounits,noheader; sleep 1; done > "$out/query-load.csv" 2>&1
 sed -n 1p "$out/query-idle.csv" > "$out/query-load-header.txt"
 nvidia-smi > "$out/nvidia-smi-load.txt" 2>&1
 wait $load

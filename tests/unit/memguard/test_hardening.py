@@ -88,7 +88,7 @@ def test_only_the_planned_peers_are_heard(
     assert docker.stops() == [] and guard.daemon.guard.tripped is None
 
     send_from(OTHER, port, memguard.peer_message(KEY, "spark-a", "emergency", time.time()))
-    assert wait_for(lambda: docker.stops(), SLACK) == [STOP]
+    assert wait_for(docker.stops, SLACK) == [STOP]
     tripped = wait_for(lambda: guard.daemon.guard.tripped, SLACK)  # set right after the stop, in the daemon's thread
     assert tripped["from_peer"] == "spark-a"
 
@@ -156,7 +156,7 @@ def test_a_slow_loris_in_a_fast_phase(
         taken = samples_in(guard, 1.0)
         assert taken >= 0.25 / INTERVAL, f"{taken} samples in 1 s at an interval of {INTERVAL} s"
         write_meminfo(pathlib.Path(settings["meminfo_path"]), LOW)
-        assert wait_for(lambda: docker.stops(), GRACE + 2 * INTERVAL + SLACK) == [STOP]
+        assert wait_for(docker.stops, GRACE + 2 * INTERVAL + SLACK) == [STOP]
 
 
 def test_an_oversized_message_is_cut_off(node: Callable, start: Callable) -> None:
@@ -175,7 +175,7 @@ def test_many_idle_connections_do_not_stop_sampling(memguard: ModuleType, node: 
     settings = peered(node)
     guard = start(settings)
     port = settings["peer_listen"]["port"]
-    held = [socket.create_connection(("127.0.0.1", port), timeout=2) for _ in range(memguard.MAX_CONNECTIONS + 4)]
+    held = [socket.create_connection(("127.0.0.1", port), timeout=2) for _index in range(memguard.MAX_CONNECTIONS + 4)]
     try:
         assert samples_in(guard, 2.5) >= 1
         reasons = [d["reason"] for d in guard.decisions("peer-rejected")]
@@ -197,7 +197,7 @@ def test_rejections_are_rate_limited_and_carry_no_samples(
     guard = start(settings)
     guard.ask({"command": "phase", "phase": "startup"})  # samples to leave out
     time.sleep(5 * INTERVAL)
-    for _ in range(30):
+    for _index in range(30):
         send_from("127.0.0.1", settings["peer_listen"]["port"], b"not a message\n")
     assert wait_for(lambda: len(guard.decisions("peer-rejected")) >= 5, SLACK)
     time.sleep(0.5)  # the rest have arrived
@@ -205,7 +205,7 @@ def test_rejections_are_rate_limited_and_carry_no_samples(
     assert all("samples" not in d and d["reason"] == "from 127.0.0.1: not JSON" for d in rejected)
     assert len(rejected) == memguard.REJECTIONS_BURST == 5
     assert wait_for(lambda: guard.daemon.rejections["total"] == 30, SLACK)
-    counted = wait_for(lambda: guard.state()["peers"]["rejections"]["suppressed"] == 25 and guard.state(), SLACK)
+    counted = wait_for(guard.state["peers"]["rejections"]["suppressed"] == 25 and guard.state(), SLACK)
     assert counted["peers"]["rejections"]["total"] == 30
     assert counted["peers"]["rejections"]["last"]["reason"] == "not JSON"
 
@@ -221,7 +221,7 @@ def test_the_decision_log_rotates(node: Callable, start: Callable) -> None:
     """Finding: the log was never rotated. Past log_max_bytes it moves to .1 (.1 to .2, ...), log_backups kept."""
     settings = node("a", log_max_bytes=16384, log_backups=2)
     guard = start(settings)
-    for _ in range(40):
+    for _index in range(40):
         guard.ask({"command": "phase", "phase": "startup"})
         guard.ask({"command": "phase", "phase": "idle"})
     log = pathlib.Path(settings["log_path"])
@@ -261,7 +261,7 @@ def test_a_full_disk_does_not_kill_the_guard(
     try:
         guard.ask({"command": "phase", "phase": "steady"})
         write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * memguard.GIB)
-        assert wait_for(lambda: docker.stops() or guard.error, GRACE + 2 * INTERVAL + SLACK) == [STOP]
+        assert wait_for(docker.stops or guard.error, GRACE + 2 * INTERVAL + SLACK) == [STOP]
         taken = daemon.guard.samples_taken
         assert wait_for(lambda: daemon.guard.samples_taken > taken + 2, SLACK), "the loop stopped"
         assert guard.error is None and guard.thread.is_alive()
@@ -312,7 +312,7 @@ def test_a_replay_after_a_clear_and_a_restart_is_refused(
     port = settings["peer_listen"]["port"]
     raw = memguard.peer_message(KEY, "spark-a", "emergency", time.time())
     send_from("127.0.0.1", port, raw)
-    assert wait_for(lambda: docker.stops(), SLACK) == [STOP]
+    assert wait_for(docker.stops, SLACK) == [STOP]
     guard.ask({"command": "clear"})
     send_from("127.0.0.1", port, raw)
     assert wait_for(lambda: guard.decisions("peer-rejected"), SLACK)
@@ -340,7 +340,7 @@ def test_clock_skew_is_reported(memguard: ModuleType, node: Callable, start: Cal
     assert "samples" not in skew
     assert skew["reason"].startswith("from 127.0.0.1 (spark-a): stale or undated: dated 300 s behind our clock")
     assert skew["reason"].endswith("refused: emergency")
-    state = wait_for(lambda: guard.state()["peers"]["clock_skew"] and guard.state(), SLACK)
+    state = wait_for(guard.state["peers"]["clock_skew"] and guard.state(), SLACK)
     reported = state["peers"]["clock_skew"]
     assert (reported["from"], reported["allowed_s"], reported["refused"]) == ("spark-a", 120.0, "emergency")
     assert 299 <= reported["skew_s"] <= 302
@@ -348,7 +348,7 @@ def test_clock_skew_is_reported(memguard: ModuleType, node: Callable, start: Cal
     assert state["health"]["problems"][0].startswith("clock skew with spark-a: +30")
     assert docker.stops() == []
     assert guard.ask({"command": "clear"})["ok"]
-    assert wait_for(lambda: guard.state()["peers"]["clock_skew"] is None, SLACK)
+    assert wait_for(guard.state["peers"]["clock_skew"] is None, SLACK)
 
 
 # ----------------------------------------------------------------------------- systemd
@@ -366,7 +366,7 @@ def test_sd_notify_ready_and_watchdog_from_the_sampling_loop(
         monkeypatch.setenv("NOTIFY_SOCKET", path)
         guard = start(node("a", watchdog_s=49))
         guard.ask({"command": "phase", "phase": "startup"})
-        messages = [systemd.recv(4096).decode() for _ in range(6)]
+        messages = [systemd.recv(4096).decode() for _index in range(6)]
         assert messages[0] == "READY=1"
         assert all(m.startswith("WATCHDOG=1\nSTATUS=phase ") for m in messages[1:])
         health = guard.ask({"command": "status"})["state"]["health"]
@@ -396,7 +396,7 @@ def test_the_state_says_what_a_preflight_needs(node: Callable, start: Callable) 
     """A preflight tells a guard that is down from one that is up by the state's pid and age (older than
     ``health.stale_after_s``), and one that is up but not well by ``health.ok`` and ``health.problems``."""
     guard = start(peered(node, peer_address="spark-nowhere.invalid"))
-    state = wait_for(lambda: guard.state(), SLACK)
+    state = wait_for(guard.state, SLACK)
     assert state["pid"] == os.getpid() and state["updated"] > 0
     health = state["health"]
     assert health["ok"] is False and health["stale_after_s"] == 30.0 and health["started"] > 0
@@ -433,7 +433,7 @@ def test_a_listener_that_cannot_bind_is_reported_and_the_guard_goes_on(
         assert failed["reason"].startswith("cannot listen on 127.0.0.1 port ") and "samples" not in failed
         guard.ask({"command": "phase", "phase": "steady"})
         write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * 1024**3)
-        assert wait_for(lambda: docker.stops(), GRACE + 2 * INTERVAL + SLACK) == [STOP]
+        assert wait_for(docker.stops, GRACE + 2 * INTERVAL + SLACK) == [STOP]
         state = guard.ask({"command": "status"})["state"]
         assert state["peers"]["listen"]["listening"] is False
         assert state["health"]["problems"][0].startswith("peer listener: cannot listen on 127.0.0.1")
@@ -456,7 +456,7 @@ def test_an_all_hex_name_does_not_stop_another_container(
     guard = start(settings)
     guard.ask({"command": "phase", "phase": "steady"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * memguard.GIB)
-    tripped = wait_for(lambda: guard.state()["tripped"], GRACE + 2 * INTERVAL + SLACK)
+    tripped = wait_for(guard.state["tripped"], GRACE + 2 * INTERVAL + SLACK)
     assert docker.stops() == []  # the old guard: POST /containers/abc123/stop, which stops the bystander
     assert tripped["stop"] == {"action": "stop", "ok": True, "outcome": "no such container"}
 
@@ -470,7 +470,7 @@ def test_a_container_of_that_name_without_the_label_is_left_alone(
     guard = start(settings)
     guard.ask({"command": "phase", "phase": "steady"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * memguard.GIB)
-    tripped = wait_for(lambda: guard.state()["tripped"], GRACE + 2 * INTERVAL + SLACK)
+    tripped = wait_for(guard.state["tripped"], GRACE + 2 * INTERVAL + SLACK)
     assert tripped["stop"] == {
         "action": "stop",
         "ok": False,

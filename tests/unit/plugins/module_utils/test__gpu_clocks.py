@@ -106,7 +106,7 @@ def test_latched_message_says_what_to_do() -> None:
 def test_no_maximum_cannot_be_judged_and_no_sample_is_said() -> None:
     fields = ["name", "clocks.current.graphics", "clocks.max.graphics", "temperature.gpu", "power.draw"]
     body = sample_body("nvidia-smi-query-gpu.gb10.colonel-otto-gpu_clocks-max-3003MHz.csv.txt")
-    devices, _ = parse_query_csv(body)
+    devices, _rest = parse_query_csv(body)
     assert parse_header(body.splitlines()[0]) == fields
     assert judge_gpu(devices)["message"].startswith("nvidia-smi gives no clocks.max.sm")
     assert judge_clock_latch([])["summary"] == "no GPU sample: the clock-latch check did not run"

@@ -286,7 +286,8 @@ def test_the_seeds_gb_are_gib() -> None:
     assert int(four_k) == USABLE_GIB == 112 + 9  # seed 002 4.2: 112g for the container, 9 for the OS, 121 in all
     assert four_k * 1024**3 / 1e9 == pytest.approx(130.66, abs=0.01)  # as decimal GB it would read 130.7, not 121
     assert (round(0.80 * USABLE_GIB, 2), round(0.75 * USABLE_GIB, 2)) == (96.8, 90.75)  # seed 002 6.1 and 6.2
-    assert 2362232012 / 1024**3 == pytest.approx(2.2) and 11274289152 / 1024**3 == 10.5  # seed 000's KV sizes
+    assert 2362232012 / 1024**3 == pytest.approx(2.2)  # seed 000's KV sizes
+    assert 11274289152 / 1024**3 == pytest.approx(10.5)
 
 
 # ---------------------------------------------------------------------------------------------- the KV fit
@@ -301,7 +302,7 @@ MINIMAX = {"num_hidden_layers": 62, "num_key_value_heads": 8, "head_dim": 128, "
 def test_a_kv_cache_that_cannot_hold_one_sequence_is_refused_in_vllm_words(seed000: dict[str, Any]) -> None:
     # seed 000's tp3 KV cache (2,362,232,012 bytes) with a model that needs 126,976 bytes per token per rank
     document = edited(seed000, {"model_config": MINIMAX, "sources": MINIMAX_SOURCES})
-    errors, _ = outcome(document)
+    errors, _rest = outcome(document)
     assert any(
         "$.shapes.tp3-triangle.sizing.max_model_len: vLLM would refuse to start, after loading the weights: "
         "To serve at least one request with the model's max seq len (1048576), ("
@@ -321,7 +322,7 @@ def test_a_kv_cache_that_holds_one_sequence_passes_silently(seed000: dict[str, A
 
 def test_model_numbers_must_cite_their_source(seed000: dict[str, Any]) -> None:
     sources = {k: v for k, v in MINIMAX_SOURCES.items() if not k.endswith("head_dim")}
-    errors, _ = outcome(edited(seed000, {"model_config": MINIMAX, "sources": sources}))
+    errors, _rest = outcome(edited(seed000, {"model_config": MINIMAX, "sources": sources}))
     assert any("$.model_config.head_dim: a model number without its source" in p for p in errors), errors
 
 
@@ -329,17 +330,17 @@ def test_a_model_the_formula_does_not_cover_says_so(seed000: dict[str, Any]) -> 
     v4 = {"num_hidden_layers": 43, "num_key_value_heads": 1, "head_dim": 512}
     document = edited(seed000, {"model_config": v4, "sources": {"$.model_config": "DeepSeek-V4 config.json"}})
     document["model_config"]["kv_lora_rank"] = 448
-    errors, _ = outcome(document)
+    errors, _rest = outcome(document)
     assert any("$.model_config: cannot size the KV cache" in p and "qk_rope_head_dim" in p for p in errors)
     measured = {"kv_cache_bytes_per_token": 7359}
     src = {"$.model_config.kv_cache_bytes_per_token": "vLLM log, 36.89 GiB / 5,382,503 tokens"}
-    errors, _ = outcome(edited(seed000, {"model_config": measured, "sources": src}))
+    errors, _rest = outcome(edited(seed000, {"model_config": measured, "sources": src}))
     assert any("(7.19 GiB KV cache is needed" in p and "(2.2 GiB)" in p for p in errors), errors
 
 
 def test_without_model_information_an_absurd_kv_cache_is_refused(seed000: dict[str, Any]) -> None:
     # seed 000's tp3 size written in MiB instead of bytes: 2,252 "bytes" for a 1M context
-    errors, _ = outcome(edited(seed000, {"shapes/tp3-triangle/sizing/kv_cache_memory_bytes": 2252}))
+    errors, _rest = outcome(edited(seed000, {"shapes/tp3-triangle/sizing/kv_cache_memory_bytes": 2252}))
     assert any(
         "$.shapes.tp3-triangle.sizing.kv_cache_memory_bytes" in p
         and "less than one max_model_len sequence (1,048,576)" in p
