@@ -131,9 +131,8 @@ POST_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
         "team": (_ID, False),
     },
     "job_templates": {
-        **{
-            name: (_B, False)
-            for name in (
+        **dict.fromkeys(
+            (
                 "ask_scm_branch_on_launch",
                 "ask_diff_mode_on_launch",
                 "ask_variables_on_launch",
@@ -157,8 +156,9 @@ POST_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
                 "force_handlers",
                 "use_fact_cache",
                 "prevent_instance_group_fallback",
-            )
-        },
+            ),
+            (_B, False),
+        ),
         "name": (_S, True),
         "description": (_S, False),
         "job_type": ("choice", False),
@@ -181,9 +181,8 @@ POST_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
         "webhook_credential": (_ID, False),
     },
     "workflow_job_templates": {
-        **{
-            name: (_B, False)
-            for name in (
+        **dict.fromkeys(
+            (
                 "survey_enabled",
                 "allow_simultaneous",
                 "ask_variables_on_launch",
@@ -193,8 +192,9 @@ POST_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
                 "ask_labels_on_launch",
                 "ask_skip_tags_on_launch",
                 "ask_tags_on_launch",
-            )
-        },
+            ),
+            (_B, False),
+        ),
         "name": (_S, True),
         "description": (_S, False),
         "extra_vars": (_J, False),
@@ -463,13 +463,13 @@ class FakeAWX:
     def get(self, endpoint: str, query_parameters: dict[str, Any] | None = None, headers: Any = None) -> Any:
         return self._respond("get", endpoint, query=query_parameters)
 
-    def post(self, endpoint: str, json: Any = None, **_: Any) -> Any:  # noqa: A002 - awxkit's name
+    def post(self, endpoint: str, json: Any = None, **_: Any) -> Any:
         return self._respond("post", endpoint, body=json or {})
 
-    def put(self, endpoint: str, json: Any = None, **_: Any) -> Any:  # noqa: A002
+    def put(self, endpoint: str, json: Any = None, **_: Any) -> Any:
         return self._respond("put", endpoint, body=json or {})
 
-    def patch(self, endpoint: str, json: Any = None, **_: Any) -> Any:  # noqa: A002
+    def patch(self, endpoint: str, json: Any = None, **_: Any) -> Any:
         return self._respond("patch", endpoint, body=json or {})
 
     def options(self, endpoint: str, **_: Any) -> Any:

@@ -15,7 +15,6 @@ import yaml
 awxkit_api = pytest.importorskip("awxkit.api.pages.api", reason="awxkit is in .venv-awx (make awx-check)")
 from awxkit import yaml_file  # noqa: E402 - after the importorskip
 from awxkit.api.pages.api import EXPORTABLE_RESOURCES, ApiV2  # noqa: E402
-
 from fake_awx import ATTACH_SUBLISTS, CREATE_SUBLISTS, POST_FIELDS, ROOT_ENDPOINTS, FakeAWX  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +56,9 @@ def _unknown_fields(path: str, assets: list[dict[str, Any]], where: str) -> list
     problems = []
     for asset in assets:
         for field in set(asset) - set(POST_FIELDS[path]) - {"natural_key", "related"}:
-            problems.append(f"{where} {asset.get('name', asset.get('identifier'))!r}: {field!r} is not a field AWX takes")
+            problems.append(
+                f"{where} {asset.get('name', asset.get('identifier'))!r}: {field!r} is not a field AWX takes"
+            )
         for sub, children in (asset.get("related") or {}).items():
             if (path, sub) in CREATE_SUBLISTS and children:
                 child = CREATE_SUBLISTS[(path, sub)][0]
@@ -110,7 +111,10 @@ def test_awx_import_creates_everything(caplog: pytest.LogCaptureFixture) -> None
     assert {k: n["unified_job_template"] for k, n in nodes.items()} == {
         step: templates[f"dgxspark {step}"]["id"] for step in ("preflight", "boot", "bench")
     }
-    chain = {k: [s["identifier"] for s in awx.linked("workflow_job_template_nodes", n["id"], "success_nodes")] for k, n in nodes.items()}
+    chain = {
+        k: [s["identifier"] for s in awx.linked("workflow_job_template_nodes", n["id"], "success_nodes")]
+        for k, n in nodes.items()
+    }
     assert chain == {"preflight": ["boot"], "boot": ["bench"], "bench": []}
 
 
