@@ -22,16 +22,6 @@ description:
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
-  src:
-    description:
-      - Path of the serving profile. A relative path is looked up from the current directory, then in the play's
-        C(files/) search path.
-    type: path
-    required: true
-  shape:
-    description:
-      - Shape to validate for and plan. Defaults to the profile's C(default_shape).
-    type: str
   hosts:
     description:
       - Hosts to plan for. Defaults to the hosts of O(head_group) and O(workers_group) that are in the current play,
@@ -40,20 +30,15 @@ options:
         fabric, checked as C(dgxspark.cluster.fabric_plan) checks it), and may set C(dgxspark_overrides).
     type: list
     elements: str
-  head_group:
-    description: Inventory group holding the head (rank 0).
-    type: str
-    default: dgxspark_head
-  workers_group:
-    description: Inventory group holding the workers (ranks 1..N-1).
-    type: str
-    default: dgxspark_workers
   discovered:
     description:
       - What the fabric found on each host's ports (host name to C(hca), C(socket_ifname), C(gid_index)), the plan's
         one late input; it sets each rank's NCCL environment and so its spec hash. Without it each host's
         C(fabric_nccl) variable is read (what the fabric role sets).
     type: dict
+extends_documentation_fragment:
+  - dgxspark.cluster.cluster
+  - dgxspark.cluster.cluster.profile
 attributes:
   check_mode:
     support: full
@@ -70,6 +55,7 @@ seealso:
     description: Every key of the profile, with where its numbers come from.
     link: https://github.com/dgxspark/cluster/blob/main/docs/profile.md
 notes:
+  - A relative O(src) is looked up from the current directory, then in the play's C(files/) search path.
   - Only the controller is involved; the hosts' variables come from the inventory.
 """
 
