@@ -114,6 +114,10 @@ class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # lists indented under their key, as yamllint (ansible-lint) wants them
+        super().increase_indent(flow, False)
+
 
 def _dump_vars(data: dict[str, Any]) -> str:
     return "---\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=False) if data else ""
