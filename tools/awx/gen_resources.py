@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Write awx/resources.yml: the AWX resources of dgxspark.cluster in awxkit's import format.
 
     make awx-resources        # or: .venv/bin/python tools/awx/gen_resources.py [--check]
