@@ -60,14 +60,8 @@ options:
     description: Each host's C(memguard_difference), as the memguard role's C(difference) entry point works it out.
     type: dict
     default: {}
-  head_group:
-    description: Inventory group holding the head (rank 0).
-    type: str
-    default: dgxspark_head
-  workers_group:
-    description: Inventory group holding the workers.
-    type: str
-    default: dgxspark_workers
+extends_documentation_fragment:
+  - dgxspark.cluster.cluster
 attributes:
   check_mode:
     support: full

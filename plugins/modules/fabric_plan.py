@@ -26,13 +26,6 @@ description:
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
-  src:
-    description: Path of the serving profile.
-    type: path
-    required: true
-  shape:
-    description: Shape whose fabric is planned. Defaults to the profile's C(default_shape).
-    type: str
   host:
     description: The host to return the share of. Defaults to the task's C(inventory_hostname).
     type: str
@@ -50,14 +43,9 @@ options:
   link_speed_mbps:
     description: Expected link speed, instead of the shape's C(fabric.link_speed_mbps) (default 200000).
     type: int
-  head_group:
-    description: Inventory group holding the head (rank 0).
-    type: str
-    default: dgxspark_head
-  workers_group:
-    description: Inventory group holding the workers.
-    type: str
-    default: dgxspark_workers
+extends_documentation_fragment:
+  - dgxspark.cluster.cluster
+  - dgxspark.cluster.cluster.profile
 attributes:
   check_mode:
     support: full

@@ -29,8 +29,7 @@ options:
     type: str
   src:
     description:
-      - Path of the serving profile. A relative path is looked up from the current directory, then in the play's
-        C(files/) search path. Exactly one of O(src) and O(content) is given.
+      - Path of the serving profile (JSON, schema_version 2). Exactly one of O(src) and O(content) is given.
     type: path
   shape:
     description:
@@ -44,20 +43,14 @@ options:
         fabric, checked as C(dgxspark.cluster.fabric_plan) checks it), and may set C(dgxspark_overrides).
     type: list
     elements: str
-  head_group:
-    description: Inventory group holding the head (rank 0).
-    type: str
-    default: dgxspark_head
-  workers_group:
-    description: Inventory group holding the workers (ranks 1..N-1).
-    type: str
-    default: dgxspark_workers
   discovered:
     description:
       - What the fabric found on each host's ports (host name to C(hca), C(socket_ifname), C(gid_index)), the plan's
         one late input; it sets each rank's NCCL environment and so its spec hash. Without it each host's
         C(fabric_nccl) variable is read (what the fabric role sets).
     type: dict
+extends_documentation_fragment:
+  - dgxspark.cluster.cluster
 attributes:
   check_mode:
     support: full
@@ -74,6 +67,7 @@ seealso:
     description: Every key of the profile, with where its numbers come from.
     link: https://github.com/dgxspark/cluster/blob/main/docs/profile.md
 notes:
+  - A relative O(src) is looked up from the current directory, then in the play's C(files/) search path.
   - Only the controller is involved; the hosts' variables come from the inventory.
 """
 

@@ -1,0 +1,174 @@
+"""awx/resources.yml against what it is made from: the argument specs, the playbooks and the inventories.
+
+The file is generated (tools/awx/gen_resources.py); these tests check it from the other side, each
+survey question against its spec option, so that a change to a spec that the file does not follow fails
+here with the question to change. awxkit's own check of the format is tests/awx (make awx-check).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+RESOURCES = ROOT / "awx" / "resources.yml"
+PLAYBOOK_SPECS = ROOT / "awx" / "playbook_argument_specs.yml"
+# template -> (playbook, spec file, entry point): what each playbook runs
+SPECS = {
+    "dgxspark preflight": ("playbooks/preflight.yml", "roles/boot/meta/argument_specs.yml", "main"),
+    "dgxspark boot": ("playbooks/boot.yml", "roles/boot/meta/argument_specs.yml", "main"),
+    "dgxspark stop": ("playbooks/stop.yml", "awx/playbook_argument_specs.yml", "stop"),
+    "dgxspark bench": ("playbooks/bench.yml", "awx/playbook_argument_specs.yml", "bench"),
+    "dgxspark compare": ("playbooks/compare.yml", "awx/playbook_argument_specs.yml", "compare"),
+}
+# spec type -> the question types that can carry it
+QUESTION_TYPES = {
+    "bool": {"multiplechoice"},
+    "int": {"integer"},
+    "float": {"float"},
+    "str": {"text", "textarea", "password", "multiplechoice"},
+    "path": {"text", "textarea"},
+    "list": {"text", "multiselect"},
+}
+
+
+def _resources() -> dict[str, Any]:
+    return yaml.safe_load(RESOURCES.read_text())
+
+
+def _options(spec_file: str, entry: str) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load((ROOT / spec_file).read_text())["argument_specs"][entry]["options"]
+
+
+def _askable(option: dict[str, Any]) -> bool:
+    """An option has a question when it has a literal default and a value a form can hold."""
+    default = option.get("default")
+    templated = isinstance(default, str) and "{{" in default
+    dict_valued = option.get("type") == "dict" or option.get("elements") == "dict"
+    return "default" in option and not templated and not dict_valued
+
+
+def _answer(question: dict[str, Any], option: dict[str, Any]) -> Any:
+    """The value the playbook sees when the question's default is taken, as the spec types it."""
+    if "default" not in question:
+        return [] if option.get("type") == "list" else ""
+    default = question["default"]
+    kind = option.get("type", "str")
+    if kind == "bool":
+        return {"true": True, "false": False}[default]
+    if kind == "list":
+        items = default.splitlines() if question["type"] == "multiselect" else default.split(",")
+        return [int(i) if option.get("elements") == "int" else i for i in items]
+    return default
+
+
+TEMPLATES = {t["name"]: t for t in _resources()["job_templates"]}
+
+
+def test_the_file_is_the_generators_output() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools/awx/gen_resources.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_template_has_its_playbook_and_spec() -> None:
+    assert set(TEMPLATES) == set(SPECS)
+    for name, (playbook, _spec, _entry) in SPECS.items():
+        assert TEMPLATES[name]["playbook"] == playbook
+        assert (ROOT / playbook).is_file(), playbook
+
+
+@pytest.mark.parametrize("template", sorted(SPECS))
+def test_survey_equals_spec(template: str) -> None:
+    _playbook, spec_file, entry = SPECS[template]
+    options = _options(spec_file, entry)
+    questions = {q["variable"]: q for q in TEMPLATES[template]["related"]["survey_spec"]["spec"]}
+    expected = {name for name, option in options.items() if _askable(option)}
+    assert set(questions) == expected, (
+        f"{template}: questions {sorted(questions)} but {spec_file} ({entry}) gives {sorted(expected)}"
+    )
+    problems = []
+    for name, question in questions.items():
+        option = options[name]
+        kind = option.get("type", "str")
+        where = f"{template}: question {name} ({spec_file} {entry})"
+        if question["type"] not in QUESTION_TYPES[kind]:
+            problems.append(f"{where}: type {question['type']}, spec type {kind}")
+        if (question["type"] == "password") != bool(option.get("no_log")):
+            problems.append(f"{where}: password question and no_log differ")
+        if _answer(question, option) != option["default"]:
+            problems.append(f"{where}: default {question.get('default')!r}, spec default {option['default']!r}")
+        if question["required"] != ("default" in question):
+            problems.append(f"{where}: required {question['required']} with default {question.get('default')!r}")
+        spec_choices = ["true", "false"] if kind == "bool" else [str(c) for c in option.get("choices", [])]
+        if question.get("choices", []) != spec_choices:
+            problems.append(f"{where}: choices {question.get('choices')}, spec choices {spec_choices}")
+        description = option["description"]
+        description = description if isinstance(description, str) else " ".join(description)
+        if not question["question_description"].startswith(description):
+            problems.append(f"{where}: description differs from the spec's")
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------- playbooks without a role spec
+def _defaults_in(text: str, variable: str) -> list[str]:
+    """Every `variable | default(EXPR)` in a playbook, EXPR as written (parentheses balanced)."""
+    found = []
+    for match in re.finditer(rf"\b{variable}\s*\|\s*default\(", text):
+        depth, start = 1, match.end()
+        for index in range(start, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[index], 0)
+            if depth == 0:
+                found.append(" ".join(text[start:index].split()))
+                break
+    return found
+
+
+def _literal(expression: str) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", expression)))
+    except (ValueError, SyntaxError):
+        return False, None
+
+
+@pytest.mark.parametrize(
+    ("entry", "playbook", "prefixes"),
+    [
+        ("bench", "playbooks/bench.yml", ("dgxspark_bench_",)),
+        ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_")),
+        ("stop", "playbooks/stop.yml", ("stop_",)),
+    ],
+)
+def test_playbook_spec_equals_playbook(entry: str, playbook: str, prefixes: tuple[str, ...]) -> None:
+    """awx/playbook_argument_specs.yml names every variable the playbook reads, with the playbook's defaults."""
+    text = (ROOT / playbook).read_text()
+    plays = yaml.safe_load(text)
+    registered = set(re.findall(r"^\s*register:\s*(\w+)", text, re.M))
+    play_vars = {k: v for play in plays for k, v in (play.get("vars") or {}).items()}
+    read = {name for name in re.findall(r"\b([a-z_]+)\b", text) if name.startswith(prefixes) and name not in registered}
+    options = _options("awx/playbook_argument_specs.yml", entry)
+    assert set(options) == read, f"{playbook} reads {sorted(read)}; the spec has {sorted(options)}"
+    problems = []
+    for name, option in options.items():
+        if name in play_vars:
+            defaults = [(True, play_vars[name])]
+        else:
+            defaults = [_literal(expression) for expression in _defaults_in(text, name)]
+        literal = [value for is_literal, value in defaults if is_literal]
+        if "default" in option:
+            if not literal or any(value != option["default"] for value in literal):
+                problems.append(f"{name}: spec default {option['default']!r}, {playbook} falls back to {literal}")
+        elif literal:
+            problems.append(f"{name}: {playbook} falls back to {literal}, the spec has no default")
+    assert not problems, "\n".join(problems)

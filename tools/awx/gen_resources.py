@@ -1,0 +1,395 @@
+#!/usr/bin/env python
+"""Write awx/resources.yml: the AWX resources of dgxspark.cluster in awxkit's import format.
+
+    make awx-resources        # or: .venv/bin/python tools/awx/gen_resources.py [--check]
+
+What the file holds (load it with `awx import -f yaml < awx/resources.yml`, README "AWX"):
+  - the organization and the project (this repository);
+  - one inventory per cluster in inventories/ with the same hosts, groups and variables, except two
+    variables that point into the checkout: dgxspark_profile (AWX gives the playbooks no inventory_dir
+    in the repository, so the path starts from playbook_dir) and ansible_ssh_private_key_file (the
+    machine credential gives the key);
+  - job templates for the playbooks named in TEMPLATES, each with a survey made from the argument spec
+    of what the playbook runs (SURVEY_RULES below), and the machine credential referred to by name;
+  - the workflow preflight -> boot -> bench.
+
+The machine credential itself is not in the file: it holds a secret. Create it in AWX first (README).
+The surveys are generated, never edited: tests/unit/awx/ checks that the file is this script's output
+and, independently, that every question matches its spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT = ROOT / "awx" / "resources.yml"
+PLAYBOOK_SPECS = ROOT / "awx" / "playbook_argument_specs.yml"
+
+ORGANIZATION = "DGX Spark"
+PROJECT = "dgxspark.cluster"
+SCM_URL = "https://github.com/dgxspark/cluster.git"
+SCM_BRANCH = "main"
+CREDENTIAL = "dgxspark nodes (SSH)"
+DEFAULT_INVENTORY = "spark3"
+PREFIX = "dgxspark"
+
+# name -> (playbook, where its argument spec is, description). A spec is (file, entry point).
+TEMPLATES: dict[str, tuple[str, tuple[str, str], str]] = {
+    "preflight": (
+        "playbooks/preflight.yml",
+        ("roles/boot/meta/argument_specs.yml", "main"),
+        "Read-only: validate the profile, plan every rank, check every node against the plan on one report. "
+        "Run it before every change.",
+    ),
+    "boot": (
+        "playbooks/boot.yml",
+        ("roles/boot/meta/argument_specs.yml", "main"),
+        "Boot the serving cluster from its profile: preflight, converge, workers, head, smoke; undo on any failure.",
+    ),
+    "stop": (
+        "playbooks/stop.yml",
+        ("awx/playbook_argument_specs.yml", "stop"),
+        "Stop every rank the collection started and leave the memory guard idle.",
+    ),
+    "bench": (
+        "playbooks/bench.yml",
+        ("awx/playbook_argument_specs.yml", "bench"),
+        "Benchmark the serving cluster: gate, warm-up, concurrency sweep, needle; results in the inventory's .bench.",
+    ),
+    "compare": (
+        "playbooks/compare.yml",
+        ("awx/playbook_argument_specs.yml", "compare"),
+        "Compare the newest benchmark run with the one before it; fails on a regression.",
+    ),
+}
+# The workflow: each node runs on the success of the one before it.
+WORKFLOW = ("preflight", "boot", "bench")
+# Later (issue 14): promote, rollback, recover and window templates, when those playbooks exist; promote
+# is then the workflow's fourth node, after bench (see NOTE_LATER in the file's header).
+
+SURVEY_RULES = """\
+Survey questions are made from the argument spec of what each playbook runs:
+  bool -> multiplechoice "true"/"false"; int -> integer; float -> float; str or path -> text
+  (multiplechoice when the spec has choices; password when no_log); a list of str or int -> text,
+  comma-separated (Ansible's list type splits a string on commas), multiselect when it has choices.
+  The spec's default is the question's default and the question is required (the form starts filled
+  in); a question whose default is empty is optional, with no default (left blank, the playbook's
+  default applies). Options without a literal default (computed from the inventory or the plan: a
+  Jinja default or none) and dict-valued options have no question: give them as extra variables
+  (every template prompts for them)."""
+
+NOTE_LATER = """\
+Later: job templates for promote, rollback, recover and window go under job_templates when those
+playbooks exist (playbooks/promote.yml, ...), and promote becomes the workflow's fourth node, on the
+success of bench (workflow_job_templates -> related -> workflow_nodes)."""
+
+
+def _org_key() -> dict[str, Any]:
+    return {"name": ORGANIZATION, "type": "organization"}
+
+
+def _key(kind: str, name: str) -> dict[str, Any]:
+    return {"organization": _org_key(), "name": name, "type": kind}
+
+
+def _credential_key() -> dict[str, Any]:
+    return {
+        "organization": _org_key(),
+        "name": CREDENTIAL,
+        "credential_type": {"name": "Machine", "kind": "ssh", "type": "credential_type"},
+        "type": "credential",
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """No anchors or aliases: every natural key is written out where it is used."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # lists indented under their key, as yamllint (ansible-lint) wants them
+        super().increase_indent(flow, False)
+
+
+def _dump_vars(data: dict[str, Any]) -> str:
+    return "---\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=False) if data else ""
+
+
+def load_spec(path: str, entry: str) -> dict[str, dict[str, Any]]:
+    spec = yaml.safe_load((ROOT / path).read_text())
+    return spec["argument_specs"][entry]["options"]
+
+
+def _literal(default: Any) -> bool:
+    return not (isinstance(default, str) and "{{" in default)
+
+
+def question(name: str, option: dict[str, Any]) -> dict[str, Any] | None:
+    """The survey question for one argument-spec option, or None when it has none (SURVEY_RULES)."""
+    kind = option.get("type", "str")
+    elements = option.get("elements", "str")
+    choices = option.get("choices")
+    default = option.get("default")
+    if "default" not in option or not _literal(default) or kind == "dict" or (kind == "list" and elements == "dict"):
+        return None
+    q: dict[str, Any] = {
+        "question_name": name,
+        "question_description": option["description"]
+        if isinstance(option["description"], str)
+        else " ".join(option["description"]),
+        "variable": name,
+        "required": True,
+    }
+    if kind == "bool":
+        q.update(type="multiplechoice", choices=["true", "false"], default="true" if default else "false")
+    elif kind == "int":
+        q.update(type="integer", default=default)
+    elif kind == "float":
+        q.update(type="float", default=default)
+    elif kind in ("str", "path"):
+        if choices:
+            q.update(type="multiplechoice", choices=[str(c) for c in choices], default=str(default))
+        else:
+            q.update(type="password" if option.get("no_log") else "text", default=default)
+    elif kind == "list" and elements in ("str", "int"):
+        if choices:
+            q.update(type="multiselect", choices=[str(c) for c in choices], default="\n".join(map(str, default)))
+        else:
+            q.update(type="text", default=",".join(map(str, default)))
+            q["question_description"] += " Comma-separated."
+    else:
+        raise ValueError(f"{name}: no survey type for type {kind!r} (elements {elements!r}); extend SURVEY_RULES")
+    if q.get("default") in ("", None):
+        q["required"] = False
+        q.pop("default", None)
+    return q
+
+
+def survey(template: str, spec: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    questions = [q for name, option in spec.items() if (q := question(name, option)) is not None]
+    return {
+        "name": f"{PREFIX} {template}",
+        "description": "Made from the argument spec of the playbook (tools/awx/gen_resources.py).",
+        "spec": questions,
+    }
+
+
+def inventory(name: str) -> dict[str, Any]:
+    """One AWX inventory from inventories/<name>: hosts, groups and variables as the repository has them."""
+    source = ROOT / "inventories" / name
+    tree = yaml.safe_load((source / "hosts.yml").read_text())
+    inv_key = _key("inventory", name)
+    hosts: dict[str, dict[str, Any]] = {}
+    groups: dict[str, dict[str, Any]] = {}
+
+    def walk(group: str, body: dict[str, Any]) -> None:
+        body = body or {}
+        entry = groups.setdefault(group, {"hosts": [], "children": [], "vars": dict(body.get("vars") or {})})
+        for host, host_vars in (body.get("hosts") or {}).items():
+            hosts[host] = dict(host_vars or {})
+            entry["hosts"].append(host)
+        for child, child_body in (body.get("children") or {}).items():
+            entry["children"].append(child)
+            walk(child, child_body)
+
+    for group, body in tree.items():
+        walk(group, body)
+    for vars_file in sorted((source / "group_vars").glob("*.yml")):
+        group = vars_file.stem
+        group_vars = yaml.safe_load(vars_file.read_text()) or {}
+        if "dgxspark_profile" in group_vars:
+            group_vars["dgxspark_profile"] = f"{{{{ playbook_dir }}}}/../inventories/{name}/serving-profile.json"
+        group_vars.pop("ansible_ssh_private_key_file", None)
+        groups.setdefault(group, {"hosts": [], "children": [], "vars": {}})["vars"].update(group_vars)
+
+    def host_key(host: str) -> dict[str, Any]:
+        return {"name": host, "inventory": inv_key, "type": "host"}
+
+    def group_key(group: str) -> dict[str, Any]:
+        return {"name": group, "inventory": inv_key, "type": "group"}
+
+    return {
+        "name": name,
+        "description": f"The cluster of inventories/{name} (hosts, groups and variables as in the repository).",
+        "organization": _org_key(),
+        "kind": "",
+        "variables": "",
+        "natural_key": inv_key,
+        "related": {
+            "hosts": [
+                {
+                    "name": host,
+                    "description": "",
+                    "enabled": True,
+                    "variables": _dump_vars(host_vars),
+                    "inventory": inv_key,
+                    "natural_key": host_key(host),
+                }
+                for host, host_vars in hosts.items()
+            ],
+            "groups": [
+                {
+                    "name": group,
+                    "description": "",
+                    "variables": _dump_vars(body["vars"]),
+                    "inventory": inv_key,
+                    "natural_key": group_key(group),
+                    "related": {
+                        "hosts": [host_key(h) for h in body["hosts"]],
+                        "children": [group_key(c) for c in body["children"]],
+                    },
+                }
+                for group, body in groups.items()
+            ],
+        },
+    }
+
+
+def job_template(template: str) -> dict[str, Any]:
+    playbook, (spec_file, entry), description = TEMPLATES[template]
+    name = f"{PREFIX} {template}"
+    return {
+        "name": name,
+        "description": description,
+        "job_type": "run",
+        "project": _key("project", PROJECT),
+        "playbook": playbook,
+        "inventory": _key("inventory", DEFAULT_INVENTORY),
+        "ask_inventory_on_launch": True,
+        "ask_credential_on_launch": True,
+        "ask_limit_on_launch": True,
+        "ask_variables_on_launch": True,
+        "ask_verbosity_on_launch": True,
+        "extra_vars": "",
+        "forks": 0,
+        "verbosity": 0,
+        "timeout": 0,
+        "become_enabled": False,
+        "diff_mode": False,
+        "allow_simultaneous": False,
+        "survey_enabled": True,
+        "natural_key": _key("job_template", name),
+        "related": {
+            "credentials": [_credential_key()],
+            "survey_spec": survey(template, load_spec(spec_file, entry)),
+        },
+    }
+
+
+def workflow() -> dict[str, Any]:
+    name = f"{PREFIX} preflight, boot, bench"
+    wf_key = _key("workflow_job_template", name)
+
+    def node_key(step: str) -> dict[str, Any]:
+        return {"workflow_job_template": wf_key, "identifier": step, "type": "workflow_job_template_node"}
+
+    nodes = []
+    for index, step in enumerate(WORKFLOW):
+        following = WORKFLOW[index + 1 : index + 2]
+        nodes.append(
+            {
+                "identifier": step,
+                "unified_job_template": _key("job_template", f"{PREFIX} {step}"),
+                "workflow_job_template": wf_key,
+                "all_parents_must_converge": False,
+                "natural_key": node_key(step),
+                "related": {
+                    "success_nodes": [node_key(s) for s in following],
+                    "failure_nodes": [],
+                    "always_nodes": [],
+                    "credentials": [],
+                },
+            }
+        )
+    return {
+        "name": name,
+        "description": "Preflight (read-only), then boot, then bench, each on the success of the one before. "
+        "Promote follows bench when it exists.",
+        "organization": _org_key(),
+        "inventory": _key("inventory", DEFAULT_INVENTORY),
+        "ask_inventory_on_launch": True,
+        "ask_limit_on_launch": True,
+        "ask_variables_on_launch": True,
+        "extra_vars": "",
+        "allow_simultaneous": False,
+        "survey_enabled": False,
+        "natural_key": wf_key,
+        "related": {"workflow_nodes": nodes},
+    }
+
+
+def resources() -> dict[str, Any]:
+    inventories = sorted(p.parent.name for p in (ROOT / "inventories").glob("*/hosts.yml"))
+    return {
+        "organizations": [
+            {
+                "name": ORGANIZATION,
+                "description": "Teams that run dgxspark.cluster's serving clusters.",
+                "max_hosts": 0,
+                "natural_key": _org_key(),
+            }
+        ],
+        "projects": [
+            {
+                "name": PROJECT,
+                "description": "The dgxspark.cluster repository: its playbooks, roles and inventories.",
+                "organization": _org_key(),
+                "scm_type": "git",
+                "scm_url": SCM_URL,
+                "scm_branch": SCM_BRANCH,
+                "scm_clean": True,
+                "scm_update_on_launch": True,
+                "allow_override": False,
+                "natural_key": _key("project", PROJECT),
+            }
+        ],
+        "inventory": [inventory(name) for name in inventories],
+        "job_templates": [job_template(t) for t in TEMPLATES],
+        "workflow_job_templates": [workflow()],
+    }
+
+
+def render() -> str:
+    header = [
+        "# GENERATED by tools/awx/gen_resources.py (make awx-resources) - do not edit by hand.",
+        "# dgxspark.cluster's AWX resources in awxkit's import format:",
+        "#   awx import -f yaml < awx/resources.yml",
+        "# The machine credential the templates name must exist first (README, AWX):",
+        f"#   {CREDENTIAL!r}, type Machine, organization {ORGANIZATION!r}.",
+        "#",
+        *(f"# {line}" if line else "#" for line in SURVEY_RULES.splitlines()),
+        "#",
+        *(f"# {line}" for line in NOTE_LATER.splitlines()),
+    ]
+    body = yaml.dump(resources(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    return "\n".join(header) + "\n---\n" + body
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if awx/resources.yml is not up to date")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text() if OUTPUT.exists() else ""
+        if current != text:
+            diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(OUTPUT), "generated")
+            sys.stdout.writelines(diff)
+            print(f"{OUTPUT.relative_to(ROOT)} is out of date: run make awx-resources", file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
