@@ -45,7 +45,7 @@ def test_low_memory_stops_the_container_once_and_stays_tripped(
     assert docker.stops() == [STOP]
     assert docker.calls()[0][1].startswith("/containers/json?all=1&filters=")
 
-    state = wait_for(first.state["tripped"] and first.state(), SLACK)
+    state = wait_for(lambda: first.state()["tripped"] and first.state(), SLACK)
     tripped = state["tripped"]
     assert "MemAvailable under the startup floor 5.00 GiB (last 4.00 GiB)" in tripped["reason"]
     assert "grace 0.2 s, phase startup" in tripped["reason"]
@@ -85,7 +85,7 @@ def test_an_engine_that_does_not_answer(node: Callable, start: Callable, write_m
     daemon = start(settings)
     daemon.ask({"command": "phase", "phase": "startup"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), LOW)
-    state = wait_for(daemon.state["tripped"] and daemon.state(), GRACE + 2 * INTERVAL + SLACK)
+    state = wait_for(lambda: daemon.state()["tripped"] and daemon.state(), GRACE + 2 * INTERVAL + SLACK)
     assert state, "no trip"
     stop = state["tripped"]["stop"]
     assert stop["ok"] is False and stop["action"] == "stop"
@@ -108,7 +108,7 @@ def test_the_engine_says_no_such_container(
     daemon = start(settings)
     daemon.ask({"command": "phase", "phase": "steady"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * GIB)
-    assert wait_for(daemon.state["tripped"], GRACE + 2 * INTERVAL + SLACK)
+    assert wait_for(lambda: daemon.state()["tripped"], GRACE + 2 * INTERVAL + SLACK)
     [(method, url)] = docker.calls()
     assert method == "GET" and "vllm_dsv41.x" in urllib.parse.unquote(url)
     assert daemon.state()["tripped"]["stop"] == {"action": "stop", "ok": True, "outcome": "no such container"}
@@ -177,7 +177,7 @@ def test_a_trip_stops_the_other_ranks(memguard: ModuleType, node: Callable, star
     assert docker_b.requests[0][0] - answered <= 2.0
     assert docker_b.stops() == [STOP]
 
-    state_b = wait_for(guard_b.state["tripped"] and guard_b.state(), SLACK)
+    state_b = wait_for(lambda: guard_b.state()["tripped"] and guard_b.state(), SLACK)
     assert state_b["tripped"]["reason"] == "peer spark-a tripped: by hand: test"
     assert state_b["tripped"]["from_peer"] == "spark-a"
     [trip_a] = guard_a.decisions("trip")
@@ -349,11 +349,11 @@ def test_a_wall_clock_step_forward_does_not_kill_a_healthy_load(
     guard = start(settings, clock=clock)
     guard.ask({"command": "phase", "phase": "startup"})
     write_meminfo(meminfo, LOW)
-    assert wait_for(guard.state["low_since"] is not None, SLACK)
+    assert wait_for(lambda: guard.state()["low_since"] is not None, SLACK)
     clock.offset = 60.0
     time.sleep(5 * INTERVAL)
     write_meminfo(meminfo, HIGH)  # the dip lasted well under a second
-    assert wait_for(guard.state["low_since"] is None, SLACK)
+    assert wait_for(lambda: guard.state()["low_since"] is None, SLACK)
     assert docker.calls() == [], guard.state()["tripped"]
 
 

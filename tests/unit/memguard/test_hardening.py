@@ -205,7 +205,7 @@ def test_rejections_are_rate_limited_and_carry_no_samples(
     assert all("samples" not in d and d["reason"] == "from 127.0.0.1: not JSON" for d in rejected)
     assert len(rejected) == memguard.REJECTIONS_BURST == 5
     assert wait_for(lambda: guard.daemon.rejections["total"] == 30, SLACK)
-    counted = wait_for(guard.state["peers"]["rejections"]["suppressed"] == 25 and guard.state(), SLACK)
+    counted = wait_for(lambda: guard.state()["peers"]["rejections"]["suppressed"] == 25 and guard.state(), SLACK)
     assert counted["peers"]["rejections"]["total"] == 30
     assert counted["peers"]["rejections"]["last"]["reason"] == "not JSON"
 
@@ -261,7 +261,7 @@ def test_a_full_disk_does_not_kill_the_guard(
     try:
         guard.ask({"command": "phase", "phase": "steady"})
         write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * memguard.GIB)
-        assert wait_for(docker.stops or guard.error, GRACE + 2 * INTERVAL + SLACK) == [STOP]
+        assert wait_for(lambda: docker.stops() or guard.error, GRACE + 2 * INTERVAL + SLACK) == [STOP]
         taken = daemon.guard.samples_taken
         assert wait_for(lambda: daemon.guard.samples_taken > taken + 2, SLACK), "the loop stopped"
         assert guard.error is None and guard.thread.is_alive()
@@ -340,7 +340,7 @@ def test_clock_skew_is_reported(memguard: ModuleType, node: Callable, start: Cal
     assert "samples" not in skew
     assert skew["reason"].startswith("from 127.0.0.1 (spark-a): stale or undated: dated 300 s behind our clock")
     assert skew["reason"].endswith("refused: emergency")
-    state = wait_for(guard.state["peers"]["clock_skew"] and guard.state(), SLACK)
+    state = wait_for(lambda: guard.state()["peers"]["clock_skew"] and guard.state(), SLACK)
     reported = state["peers"]["clock_skew"]
     assert (reported["from"], reported["allowed_s"], reported["refused"]) == ("spark-a", 120.0, "emergency")
     assert 299 <= reported["skew_s"] <= 302
@@ -348,7 +348,7 @@ def test_clock_skew_is_reported(memguard: ModuleType, node: Callable, start: Cal
     assert state["health"]["problems"][0].startswith("clock skew with spark-a: +30")
     assert docker.stops() == []
     assert guard.ask({"command": "clear"})["ok"]
-    assert wait_for(guard.state["peers"]["clock_skew"] is None, SLACK)
+    assert wait_for(lambda: guard.state()["peers"]["clock_skew"] is None, SLACK)
 
 
 # ----------------------------------------------------------------------------- systemd
@@ -456,7 +456,7 @@ def test_an_all_hex_name_does_not_stop_another_container(
     guard = start(settings)
     guard.ask({"command": "phase", "phase": "steady"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * memguard.GIB)
-    tripped = wait_for(guard.state["tripped"], GRACE + 2 * INTERVAL + SLACK)
+    tripped = wait_for(lambda: guard.state()["tripped"], GRACE + 2 * INTERVAL + SLACK)
     assert docker.stops() == []  # the old guard: POST /containers/abc123/stop, which stops the bystander
     assert tripped["stop"] == {"action": "stop", "ok": True, "outcome": "no such container"}
 
@@ -470,7 +470,7 @@ def test_a_container_of_that_name_without_the_label_is_left_alone(
     guard = start(settings)
     guard.ask({"command": "phase", "phase": "steady"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * memguard.GIB)
-    tripped = wait_for(guard.state["tripped"], GRACE + 2 * INTERVAL + SLACK)
+    tripped = wait_for(lambda: guard.state()["tripped"], GRACE + 2 * INTERVAL + SLACK)
     assert tripped["stop"] == {
         "action": "stop",
         "ok": False,
