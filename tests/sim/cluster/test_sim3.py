@@ -496,6 +496,13 @@ def test_releases_a_candidate_then_a_rollback(sim3, tmp_path):
     both; rollback.yml goes back to the promoted release (every rank replaced, the smoke completion passes) and
     promotes it again. A rollback whose image is gone from a node is refused by the preflight, naming
     images.yml, and changes nothing."""
+    try:
+        releases_and_rollback(tmp_path)
+    finally:
+        playbook("playbooks/stop.yml")  # the tests after this one start from a stopped cluster
+
+
+def releases_and_rollback(tmp_path) -> None:
     assert playbook("playbooks/boot.yml").returncode == 0
     first = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
     assert len(first) == 1 and first[0]["_mode"] == "600", first
@@ -510,7 +517,9 @@ def test_releases_a_candidate_then_a_rollback(sim3, tmp_path):
     assert refused.returncode != 0
     flat = " ".join(refused.stdout.split())
     assert f"FAIL release sim3-head the promoted release is {promoted['id']}" in flat, refused.stdout[-4000:]
-    served = playbook("playbooks/boot.yml", "-e", f"dgxspark_profile={candidate}", "-e", "boot_candidate=true")
+    # the promoted release serves: the candidate replaces its ranks (as promote.yml boots one)
+    asked = ("-e", "boot_candidate=true", "-e", "boot_replace=true")
+    served = playbook("playbooks/boot.yml", "-e", f"dgxspark_profile={candidate}", *asked)
     assert served.returncode == 0, served.stdout[-6000:]
     flat = " ".join(served.stdout.split())
     assert "WARN release sim3-head serves a CANDIDATE" in flat and "release: a CANDIDATE" in flat, served.stdout[-4000:]

@@ -159,7 +159,11 @@ def test_sigterm_stops_cleanly_releasing_memory_and_port(engines):
     e2 = engines(
         ["/models/sim", "--port", str(free_port()), "--host", "127.0.0.1"], {"SIM_ENGINE_LOAD_SECONDS": "30"}, "loading"
     )
-    time.sleep(0.5)
+    # its SIGTERM handler is set right after the timing line (a loaded machine may take seconds to get there)
+    deadline = time.monotonic() + 20
+    while "timing table" not in e2.out() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)
     e2.term()
     assert e2.wait(5) == 0
 
