@@ -21,9 +21,10 @@ def release_report(result: Any, show: bool = False) -> list[str]:
         ) from None
 
 
-def rollback_target(result: Any, head: str, head_spec: Any = None, wanted: str = "") -> str:
+def rollback_target(result: Any, head: str, containers: Any = None, wanted: str = "") -> str:
     try:
-        return _release_report.rollback_target(result, head, str(head_spec) if head_spec else None, wanted or "")
+        spec = _release_report.head_spec(containers)
+        return _release_report.rollback_target(result, head, spec, wanted or "")
     except ValueError as error:
         raise AnsibleFilterError(f"rollback: {error}") from None
     except (KeyError, TypeError, AttributeError) as error:

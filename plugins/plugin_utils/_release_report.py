@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+RANK_LABEL = "dgxspark.cluster.rank"
+SPEC_LABEL = "dgxspark.cluster.spec_sha256"
+
 
 def _short(value: Any, width: int = 12) -> str:
     text = str(value or "")
@@ -60,6 +63,15 @@ def showing(record: Mapping[str, Any]) -> list[str]:
     lines.append("profile as booted:")
     lines += str(record["profile"].get("text", "")).splitlines()
     return lines
+
+
+def head_spec(containers: Any) -> str | None:
+    """The spec label of the collection's rank container that runs, from the head's node_facts docker containers."""
+    for container in containers or []:
+        labels = container.get("labels") or {}
+        if container.get("state") == "running" and RANK_LABEL in labels:
+            return str(labels.get(SPEC_LABEL) or "") or None
+    return None
 
 
 def rollback_target(result: Mapping[str, Any], head: str, head_spec: str | None, wanted: str = "") -> str:

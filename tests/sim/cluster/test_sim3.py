@@ -644,7 +644,7 @@ def test_boot_faults_each_undone(sim3, tmp_path):
             [
                 "-i",
                 override_file(
-                    tmp_path, "cpuset.yml", {"sim3-worker2": "{container: {docker_run_args: ['--cpuset-cpus=63']}}"}
+                    tmp_path, "cpuset.yml", {"sim3-worker2": "{container: {docker_run_args: ['--cpuset-cpus=19']}}"}
                 ),
             ],
             "sim3-worker2: ",
