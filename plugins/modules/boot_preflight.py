@@ -57,7 +57,7 @@ options:
     type: dict
     default: {}
   memguard_differences:
-    description: Each host's C(memguard_difference), as the memguard role's C(difference) entry point works it out.
+    description: Each host's C(memguard_plan.difference), as the memguard role's C(difference) entry point works it out.
     type: dict
     default: {}
 extends_documentation_fragment:

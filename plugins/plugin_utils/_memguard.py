@@ -18,10 +18,14 @@ addresses on it only; the unit's watchdog is worked out from the longest the gua
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import sha256
 
 GIB = 1024**3
 POLICIES = ("stop-all", "local")
@@ -246,3 +250,88 @@ def _is_wildcard(address: str) -> bool:
         return ipaddress.ip_address(address.strip("[]")).is_unspecified
     except ValueError:
         return False
+
+
+# --------------------------------------------------------------------------- the files the role writes
+# The role writes its files from these texts (ansible.builtin.copy), and converges from facts by their SHA-256:
+# the same text is what is compared and what is written. Every value in them passed the allow-list above
+# (memguard_config), and the wrapper quotes its words for the shell as well.
+MANAGED = "Ansible managed"
+WRAPPER_PATH = "/usr/local/sbin/dgxspark-memguard"
+UNIT_NAME = "dgxspark-memguard.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
+SCRIPT_NAME = "dgxspark_memguard.py"
+
+
+def file_paths(settings: Mapping[str, Any]) -> dict[str, str]:
+    """Where the role writes each of the guard's files on a node, by what it is."""
+    return {
+        "script": f"{settings['memguard_install_dir']}/{SCRIPT_NAME}",
+        "config": f"{settings['memguard_config_dir']}/config.json",
+        "wrapper": WRAPPER_PATH,
+        "unit": UNIT_PATH,
+    }
+
+
+def unit_text(config: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """The guard's systemd unit for ``config`` (memguard_config's result, so its values are allow-listed)."""
+    paths = file_paths(settings)
+    return f"""# {MANAGED}
+# Every value below passed the memguard_config filter's allow-list (a Docker container name; absolute paths of
+# letters, digits and _ . + - / only): none needs systemd quoting, and none can carry a specifier or a new line.
+[Unit]
+Description=dgxspark memory guard: stops {config["container"]} before unified memory runs out
+After=docker.service
+Wants=docker.service
+# A guard that keeps failing is not restarted forever: after 5 starts in 5 minutes the unit stays failed, and
+# the boot's preflight reports a guard that is down.
+StartLimitIntervalSec=300
+StartLimitBurst=5
+
+[Service]
+# The guard says READY=1 after its first sample and WATCHDOG=1 at every sample after that (sd_notify over
+# $NOTIFY_SOCKET); one whose loop stops for longer than WatchdogSec (more than a trip can take) is killed and
+# restarted.
+Type=notify
+NotifyAccess=main
+WatchdogSec={config["watchdog_s"]}
+ExecStart={settings["memguard_python"]} {paths["script"]} --config {paths["config"]} run
+# The guard itself may restart (its trip and phase survive that); it never restarts the container.
+Restart=on-failure
+RestartSec=2
+# The guard is the last thing the kernel should kill, and it must get the CPU when memory is short.
+OOMScoreAdjust=-1000
+Nice=-5
+MemoryMax=64M
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def wrapper_text(settings: Mapping[str, Any]) -> str:
+    """The guard's command on the PATH: every word quoted for the shell (plain paths stay as they are)."""
+    paths = file_paths(settings)
+    words = " ".join(shlex.quote(word) for word in (settings["memguard_python"], paths["script"]))
+    return (
+        "#!/bin/sh\n"
+        f"# {MANAGED}\n"
+        "# The memory guard's command (status, phase, clear, trip, check); the daemon itself runs under systemd.\n"
+        f'exec {words} --config {shlex.quote(paths["config"])} "$@"\n'
+    )
+
+
+def config_text(config: Mapping[str, Any]) -> str:
+    """config.json as written: sorted keys, indented, a final new line (the SHA-256 compared is of this)."""
+    return json.dumps(config, indent=4, sort_keys=True, separators=(",", ": "), ensure_ascii=False) + "\n"
+
+
+def expectation(
+    config: Mapping[str, Any], settings: Mapping[str, Any], script_sha256: str
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The texts the role writes (config, wrapper, unit) and what a node must have to match: every file of the
+    guard by SHA-256 (the daemon's own script by ``script_sha256``) and its unit active and enabled."""
+    texts = {"config": config_text(config), "wrapper": wrapper_text(settings), "unit": unit_text(config, settings)}
+    paths = file_paths(settings)
+    files = {paths["script"]: script_sha256, **{paths[what]: sha256(text) for what, text in texts.items()}}
+    return texts, {"files": files, "units": [UNIT_NAME]}

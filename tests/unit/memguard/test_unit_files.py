@@ -1,26 +1,30 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Issue 15, the guard's files: the systemd unit (watchdog, start limits) and the shell wrapper as the role
-renders them, and the allow-list that keeps every value written into them harmless (memguard_config)."""
+writes them (plugin_utils/_memguard.py renders them; the memguard_plan action hands them to the role), and the
+allow-list that keeps every value written into them harmless (memguard_config)."""
 
 from __future__ import annotations
 
 import configparser
 import copy
+import hashlib
 import json
 import pathlib
 import shlex
 import subprocess
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
     SETTINGS,
     MemguardConfigError,
+    expectation,
     memguard_config,
+    unit_text,
+    wrapper_text,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
@@ -29,27 +33,18 @@ ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "memguard"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 KEY = "a-shared-key-of-40-characters-0123456789"
 PEERS = {"spark-head": "10.0.0.10", "spark-w1": "10.0.0.11", "spark-w2": "10.0.0.12"}
-VALUES = {
-    "ansible_managed": "Ansible managed",
-    "memguard_container_name": "vllm_dsv41",
+SETTINGS_PLAIN = {
     "memguard_python": "/usr/bin/python3",
     "memguard_install_dir": "/usr/local/lib/dgxspark-memguard",
     "memguard_config_dir": "/etc/dgxspark-memguard",
-    "memguard_watchdog_seconds": 49,
 }
-
-
-def render(template: str, **changes: Any) -> str:
-    """The role's template, rendered as Ansible does it (``quote`` is ansible.builtin.quote: shlex.quote)."""
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters["quote"] = shlex.quote
-    return environment.from_string((ROLE / "templates" / template).read_text()).render(**{**VALUES, **changes})
 
 
 def unit(**changes: Any) -> configparser.ConfigParser:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(render("dgxspark-memguard.service.j2", **changes))
+    config = {"container": "vllm_dsv41", "watchdog_s": 49, **changes}
+    parser.read_string(unit_text(config, SETTINGS_PLAIN))
     return parser
 
 
@@ -84,7 +79,7 @@ def test_the_wrapper_quotes_every_value(tmp_path: pathlib.Path) -> None:
     """Finding: the wrapper pasted its variables unquoted. Each is quoted for the shell now, so even a value
     that got past the allow-list stays one word and runs nothing."""
     hostile = "/opt/my dir/$(touch pwned);x'y"
-    text = render("dgxspark-memguard.sh.j2", memguard_install_dir=hostile, memguard_config_dir="/etc/a b")
+    text = wrapper_text({**SETTINGS_PLAIN, "memguard_install_dir": hostile, "memguard_config_dir": "/etc/a b"})
     (tmp_path / "wrapper.sh").write_text(text)
     subprocess.run(["sh", "-n", str(tmp_path / "wrapper.sh")], check=True)
     [line] = [line for line in text.splitlines() if line.startswith("exec ")]
@@ -100,7 +95,7 @@ def test_the_wrapper_quotes_every_value(tmp_path: pathlib.Path) -> None:
 
 def test_the_wrapper_is_unchanged_for_plain_values() -> None:
     """Plain paths need no quotes: a node installed before keeps the same file (no needless restart)."""
-    assert render("dgxspark-memguard.sh.j2").splitlines()[-1] == (
+    assert wrapper_text(SETTINGS_PLAIN).splitlines()[-1] == (
         "exec /usr/bin/python3 /usr/local/lib/dgxspark-memguard/dgxspark_memguard.py "
         '--config /etc/dgxspark-memguard/config.json "$@"'
     )
@@ -171,11 +166,27 @@ def test_a_wildcard_address_is_refused(address: str) -> None:
         )
 
 
-def test_the_role_picks_the_network_s_address() -> None:
-    """difference.yml hands the filter each host's address on memguard_peer_network."""
-    tasks = (ROLE / "tasks" / "difference.yml").read_text()
-    assert "'dgxspark_fabric_address' if memguard_peer_network == 'fabric' else 'ansible_host'" in tasks
-    assert (
-        "WatchdogSec={{ memguard_watchdog_seconds }}"
-        in (ROLE / "templates" / "dgxspark-memguard.service.j2").read_text()
+def test_the_role_hands_the_plan_each_setting() -> None:
+    """difference.yml hands memguard_plan every setting memguard_config reads, by its variable's name."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "difference.yml").read_text())
+    [plan] = [t for t in tasks if "dgxspark.cluster.memguard_plan" in t]
+    assert sorted(plan["dgxspark.cluster.memguard_plan"]["settings"]) == sorted(SETTINGS)
+    assert not (ROLE / "templates").exists()  # one rendering, in Python: what is compared is what is written
+
+
+def test_the_expectation_hashes_what_is_written() -> None:
+    config = built()
+    settings = {name: copy.deepcopy(DEFAULTS[name]) for name in SETTINGS}
+    texts, expected = expectation(config, settings, "ab" * 32)
+    assert expected["units"] == ["dgxspark-memguard.service"]
+    files = expected["files"]
+    assert files["/usr/local/lib/dgxspark-memguard/dgxspark_memguard.py"] == "ab" * 32
+    assert files["/etc/dgxspark-memguard/config.json"] == hashlib.sha256(texts["config"].encode()).hexdigest()
+    assert files["/usr/local/sbin/dgxspark-memguard"] == hashlib.sha256(texts["wrapper"].encode()).hexdigest()
+    assert files["/etc/systemd/system/dgxspark-memguard.service"] == (
+        hashlib.sha256(texts["unit"].encode()).hexdigest()
     )
+    assert json.loads(texts["config"]) == config
+    # as ansible.builtin.to_nice_json wrote it before: a node installed then keeps its file (no restart)
+    assert texts["config"] == json.dumps(config, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
+    assert "WatchdogSec=49\n" in texts["unit"]

@@ -1,0 +1,104 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin: one node's memory guard, planned on the controller (plugin_utils/_memguard.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import string
+import tempfile
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
+    NETWORKS,
+    SCRIPT_NAME,
+    SETTINGS,
+    MemguardConfigError,
+    expectation,
+    memguard_config,
+)
+
+ARGUMENT_SPEC = {
+    "host_section": {"type": "dict", "required": True},
+    "container_name": {"type": "str", "default": ""},
+    "settings": {"type": "dict", "required": True},
+    "hosts": {"type": "list", "elements": "str"},
+    "key": {"type": "str", "default": "", "no_log": True},
+    "key_file": {"type": "path", "required": True},
+    "key_create": {"type": "bool", "default": True},
+    "node_facts": {"type": "dict", "default": {}},
+}
+KEY_LENGTH = 40
+KEY_CHARS = string.ascii_letters + string.digits
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        result["changed"] = False
+        host = str(task_vars.get("inventory_hostname"))
+        settings = args["settings"]
+        missing = [name for name in SETTINGS if name not in settings]
+        if missing:
+            result.update(failed=True, msg=f"dgxspark.cluster.memguard_plan: settings lacks {', '.join(missing)}")
+            return result
+        hosts = args["hosts"] if args["hosts"] is not None else list(task_vars.get("ansible_play_hosts_all") or [host])
+        attribute = NETWORKS.get(str(settings["memguard_peer_network"]), "ansible_host")
+        hostvars = task_vars.get("hostvars") or {}
+        peers = {name: (hostvars[name].get(attribute) if name in hostvars else None) or "" for name in hosts}
+        try:
+            key = args["key"] or self._key(args["key_file"], create=args["key_create"] and not self._task.check_mode)
+            config = memguard_config(args["host_section"], args["container_name"], settings, host, peers, key)
+        except (MemguardConfigError, OSError) as error:
+            result.update(failed=True, msg=f"dgxspark.cluster.memguard_plan: {error}")
+            return result
+        with open(self._find_needle("files", SCRIPT_NAME), "rb") as script:
+            texts, expected = expectation(config, settings, hashlib.sha256(script.read()).hexdigest())
+        result.update(
+            config=config,
+            texts=texts,
+            expected=expected,
+            container=config["container"],
+            watchdog_s=config["watchdog_s"],
+            key_missing=key is None,
+            difference=difference(args["node_facts"], expected) if args["node_facts"] else [],
+        )
+        return result
+
+    @staticmethod
+    def _key(path: str, create: bool) -> str | None:
+        """The guards' shared key from ``path``; made there (0600, letters and digits) when it does not exist and
+        ``create`` is true, once: a host that loses the race to make it reads the winner's. None when it does
+        not exist and may not be made (a preflight, check mode). The format is ansible.builtin.password's."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return handle.read().rstrip("\n").split(" salt=")[0]
+        except FileNotFoundError:
+            if not create:
+                return None
+        key = "".join(secrets.choice(KEY_CHARS) for _index in range(KEY_LENGTH))
+        # written whole to a file of its own, then linked into place: the link fails when another host made the
+        # key first, and no host ever reads a key half-written
+        descriptor, staged = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".dgxspark-memguard-key.")
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(key + "\n")
+            os.link(staged, path)
+        except FileExistsError:
+            with open(path, encoding="utf-8") as handle:
+                return handle.read().rstrip("\n").split(" salt=")[0]
+        finally:
+            os.unlink(staged)
+        return key

@@ -1,0 +1,137 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The memguard_plan action: one node's guard planned on the controller - the key (made once, never in check
+mode), the configuration from the inventory's addresses, the files' texts and what differs on a node."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pathlib
+import stat
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from unittest.mock import MagicMock
+
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play_context import PlayContext
+from ansible.playbook.task import Task
+from ansible.template import Templar
+
+from ansible_collections.dgxspark.cluster.plugins.action import memguard_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import SETTINGS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
+
+ROLE = pathlib.Path(__file__).resolve().parents[4] / "roles" / "memguard"
+SCRIPT = ROLE / "files" / "dgxspark_memguard.py"
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+PROFILE = validate_profile(json.loads(SPARK3.read_text())).data
+HOSTVARS = {
+    "spark-head": {"ansible_host": "10.0.0.10", "dgxspark_fabric_address": "198.51.100.10"},
+    "spark-w1": {"ansible_host": "10.0.0.11", "dgxspark_fabric_address": "198.51.100.11"},
+    "spark-w2": {"dgxspark_fabric_address": "198.51.100.12"},  # no ansible_host: its inventory name
+}
+
+
+def run(args: dict[str, Any], host: str = "spark-w1", check_mode: bool = False) -> dict[str, Any]:
+    task = MagicMock(Task)
+    task.args = {
+        "host_section": PROFILE["host"],
+        "container_name": PROFILE["container"]["name"],
+        "settings": {name: copy.deepcopy(DEFAULTS[name]) for name in SETTINGS},
+        **args,
+    }
+    task.async_val = 0
+    task.check_mode = check_mode
+    task.diff = False
+    loader = DataLoader()
+    action = memguard_plan.ActionModule(
+        task=task,
+        connection=MagicMock(),
+        play_context=PlayContext(),
+        loader=loader,
+        templar=Templar(loader=loader),
+        shared_loader_obj=None,
+    )
+    action._find_needle = MagicMock(return_value=str(SCRIPT))  # the role's files/, as in a role
+    task_vars = {"inventory_hostname": host, "hostvars": HOSTVARS, "ansible_play_hosts_all": list(HOSTVARS)}
+    return action.run(task_vars=task_vars)
+
+
+def matching_facts(expected: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "files": {"paths": {p: {"exists": True, "sha256": d} for p, d in expected["files"].items()}},
+        "services": {"units": {u: {"active_state": "active", "unit_file_state": "enabled"} for u in expected["units"]}},
+    }
+
+
+def test_the_key_is_made_once_0600_and_read_back(tmp_path: pathlib.Path) -> None:
+    key_file = tmp_path / "key"
+    first = run({"key_file": str(key_file)})
+    assert not first.get("failed"), first
+    mode = stat.S_IMODE(os.stat(key_file).st_mode)
+    key = key_file.read_text().strip()
+    assert (mode, len(key), key.isalnum()) == (0o600, 40, True)
+    assert first["config"]["peer_key"] == key and first["key_missing"] is False
+    assert run({"key_file": str(key_file)}, host="spark-head")["config"]["peer_key"] == key
+    assert [p.name for p in tmp_path.iterdir()] == ["key"]  # nothing staged is left behind
+
+
+def test_hosts_racing_to_make_the_key_all_get_the_same_one(tmp_path: pathlib.Path) -> None:
+    key_file = str(tmp_path / "key")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda h: run({"key_file": key_file}, host=h), list(HOSTVARS) * 4))
+    assert {r["config"]["peer_key"] for r in results} == {pathlib.Path(key_file).read_text().strip()}
+
+
+def test_check_mode_and_a_preflight_write_no_key(tmp_path: pathlib.Path) -> None:
+    key_file = tmp_path / "key"
+    for result in (
+        run({"key_file": str(key_file)}, check_mode=True),
+        run({"key_file": str(key_file), "key_create": False}),
+    ):
+        assert not result.get("failed"), result
+        assert result["key_missing"] is True and result["config"]["peer_key"] == ""
+    assert not key_file.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_given_key_wins_and_the_peers_come_from_the_inventory(tmp_path: pathlib.Path) -> None:
+    result = run({"key_file": str(tmp_path / "key"), "key": "k" * 20})
+    config = result["config"]
+    assert config["peer_key"] == "k" * 20 and not (tmp_path / "key").exists()
+    assert config["peer_listen"]["address"] == "10.0.0.11"
+    assert {p["host"]: p["address"] for p in config["peers"]} == {"spark-head": "10.0.0.10", "spark-w2": "spark-w2"}
+    fabric = run(
+        {
+            "key_file": str(tmp_path / "key"),
+            "key": "k" * 20,
+            "settings": {**{n: copy.deepcopy(DEFAULTS[n]) for n in SETTINGS}, "memguard_peer_network": "fabric"},
+        }
+    )
+    assert fabric["config"]["peer_listen"]["address"] == "198.51.100.11"
+
+
+def test_a_matching_node_has_no_difference_and_a_changed_file_is_named(tmp_path: pathlib.Path) -> None:
+    args = {"key_file": str(tmp_path / "key"), "key": "k" * 20}
+    expected = run(args)["expected"]
+    assert run({**args, "node_facts": matching_facts(expected)})["difference"] == []
+    facts = matching_facts(expected)
+    facts["files"]["paths"]["/etc/dgxspark-memguard/config.json"]["sha256"] = "0" * 64
+    facts["services"]["units"]["dgxspark-memguard.service"]["active_state"] = "failed"
+    assert run({**args, "node_facts": facts})["difference"] == [
+        f"/etc/dgxspark-memguard/config.json: sha256 000000000000 → "
+        f"{expected['files']['/etc/dgxspark-memguard/config.json'][:12]}",
+        "dgxspark-memguard.service: failed, enabled → active, enabled",
+    ]
+
+
+def test_an_unusable_setting_fails_naming_it(tmp_path: pathlib.Path) -> None:
+    settings = {name: copy.deepcopy(DEFAULTS[name]) for name in SETTINGS}
+    result = run({"key_file": str(tmp_path / "key"), "settings": {**settings, "memguard_python": "python3"}})
+    assert result["failed"] and "memguard_python: expected an absolute path" in result["msg"]
+    del settings["memguard_python"]
+    result = run({"key_file": str(tmp_path / "key"), "settings": settings})
+    assert result["failed"] and result["msg"] == "dgxspark.cluster.memguard_plan: settings lacks memguard_python"
