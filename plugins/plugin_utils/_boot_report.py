@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The boot's last words: where the cluster serves and how it stands, or why it failed and what the undo did.
 
-Pure functions over what the boot role's tasks registered on each host (``boot_rank``, ``boot_final``,
-``boot_served``, ``boot_smoke``, ``memguard_state``; ``boot_failure``, ``boot_stopped``, ``boot_undo_*``),
+Pure functions over what the boot role's tasks registered on each host (``boot_rank``,
+``boot_served``, ``boot_smoke``, ``boot_steadied``; ``boot_failure``, ``boot_stopped``, ``boot_undone``),
 so that the report's wording is tested without a cluster.
 """
 
@@ -13,10 +13,11 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-UNDO_STEPS = (
-    ("boot_undo_guard", "the memory guard did not go idle"),
-    ("boot_undo_helpers", "a helper service did not resume"),
-)
+# The undo's node_phase step (boot_undone): each of its error lines starts with the step that failed.
+UNDO_STEPS = {
+    "guard": "the memory guard did not go idle",
+    "helpers": "a helper service did not resume",
+}
 
 
 def _get(host: Mapping[str, Any], key: str, default: Any = None) -> Any:
@@ -25,12 +26,13 @@ def _get(host: Mapping[str, Any], key: str, default: Any = None) -> Any:
 
 
 def guard_summary(hosts: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
-    """``memory guard: ...`` and the hosts whose guard is tripped; never "steady" while one is."""
+    """``memory guard: ...`` and the hosts whose guard is tripped; never "steady" while one is. Each host's guard
+    state is what it answered to the switch to steady (``boot_steadied.guard``)."""
     tripped: list[str] = []
     phases: dict[str, list[str]] = {}
     for host in hosts:
         name = str(host.get("inventory_hostname"))
-        state = _get(host, "memguard_state", {})
+        state = _get(_get(host, "boot_steadied", {}), "guard", {})
         if not isinstance(state, Mapping) or not state:
             phases.setdefault("not answering", []).append(name)
             continue
@@ -114,7 +116,7 @@ def boot_report(hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], pro
         endpoint = f"endpoint: http://{address}:{port}/v1 (already serving as planned: nothing was started)"
     ranks = "; ".join(
         f"{_get(h, 'boot_rank', {}).get('rank')} {h.get('inventory_hostname')} "
-        f"{_get(h, 'boot_final', {}).get('status')}"
+        f"{_get(_get(h, 'boot_steadied', {}), 'rank', {}).get('status')}"
         for h in by_rank
     )
     lines = [endpoint, f"ranks: {ranks}", guard_summary(by_rank)[0]]
@@ -135,9 +137,13 @@ def boot_undo_report(hosts: Sequence[Mapping[str, Any]], failed: Sequence[str], 
         stopped = _get(host, "boot_stopped", {})
         if stopped.get("failed"):
             problems.append(f"{name}: its ranks were not all stopped: {stopped.get('msg')}")
-        for key, what in UNDO_STEPS:
-            if host.get(key):
-                problems.append(f"{name}: {what}: {host[key]}")
+        undone = _get(host, "boot_undone", {})
+        for line in undone.get("errors") or ([undone.get("msg") or "failed"] if undone.get("failed") else []):
+            step, _colon, why = str(line).partition(": ")
+            if step in UNDO_STEPS:
+                problems.append(f"{name}: {UNDO_STEPS[step]}: {why}")
+            else:  # the step itself could not run (the module did not start)
+                problems.append(f"{name}: the guard was not left idle nor the helpers resumed: {line}")
     for name in lost:
         problems.append(
             f"{name}: stopped answering during the boot, so nothing could be undone there: its rank may still run; "

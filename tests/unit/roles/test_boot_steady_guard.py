@@ -1,7 +1,7 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The boot's last word on the memory guard (roles/boot/tasks/steady.yml): the guard's state after the switch
-to steady (``memguard_state``, the phase switch's answer) fails the boot when it is tripped or not healthy.
+to steady (``boot_steadied.guard``, node_phase's answer to the switch) fails the boot when it is tripped or not healthy.
 
 The guard's fail tasks are taken from steady.yml as they are and run for real by ansible-playbook on the
 controller alone (connection local), given the state the guard would answer.
@@ -40,9 +40,9 @@ def run(tmp_path: pathlib.Path, state: dict[str, Any]) -> subprocess.CompletedPr
             "connection": "local",
             "gather_facts": False,
             "vars": {
-                "memguard_state": "{{ lookup('ansible.builtin.file', '"
-                + str(tmp_path / "state.json")
-                + "') | from_json }}"
+                "boot_steadied": {
+                    "guard": "{{ lookup('ansible.builtin.file', '" + str(tmp_path / "state.json") + "') | from_json }}"
+                }
             },
             "tasks": guard_tasks(),
         }

@@ -21,8 +21,7 @@ def host(name: str, rank: int, **extra: Any) -> dict[str, Any]:
         "inventory_hostname": name,
         "ansible_host": f"172.31.3.{10 + rank}",
         "boot_rank": {"rank": rank},
-        "boot_final": {"status": "running"},
-        "memguard_state": {"phase": "steady", "tripped": None},
+        "boot_steadied": {"guard": {"phase": "steady", "tripped": None}, "rank": {"status": "running"}},
         **extra,
     }
 
@@ -61,7 +60,10 @@ def test_report_of_a_boot_that_changed_nothing() -> None:
     ],
 )
 def test_guard_is_never_steady_while_tripped(states: list[Any], expected: str, tripped: list[str]) -> None:
-    hosts = [{"inventory_hostname": name, "memguard_state": state} for name, state in zip("ab", states, strict=True)]
+    hosts = [
+        {"inventory_hostname": name, "boot_steadied": {"guard": state}}
+        for name, state in zip("ab", states, strict=True)
+    ]
     assert guard_summary(hosts) == (expected, tripped)
 
 
@@ -75,6 +77,22 @@ def test_undo_report_names_causes_lost_nodes_and_unfinished_steps() -> None:
     assert lines[1:3] == ["w1: rank 1 exited", "w2: did not answer"]
     assert "w1: its ranks were not all stopped: engine down" in lines
     assert any(line.startswith("w2: stopped answering during the boot") for line in lines)
+
+
+def test_undo_report_names_the_phase_steps_that_did_not_finish() -> None:
+    """node_phase ran every step and named each that failed; a module that never ran is reported too."""
+    errors = ["guard: the memory guard does not answer (refused)", "helpers: comfyui.service not started (failed)"]
+    hosts = [
+        host("head", 0, boot_stopped={"ranks": []}, boot_undone={"failed": True, "errors": errors}),
+        host("w1", 1, boot_failure="timeout", boot_undone={"failed": True, "msg": "module not found"}),
+    ]
+    lines = boot_undo_report(hosts, ["w1"], [])
+    assert lines[0] == "the boot failed, and its undo did not finish everywhere:"
+    assert lines[2:] == [
+        "head: the memory guard did not go idle: the memory guard does not answer (refused)",
+        "head: a helper service did not resume: comfyui.service not started (failed)",
+        "w1: the guard was not left idle nor the helpers resumed: module not found",
+    ]
 
 
 def test_undo_report_when_the_undo_finished() -> None:

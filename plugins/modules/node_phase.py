@@ -1,0 +1,263 @@
+#!/usr/bin/python
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pause or resume a node's helper services and switch its memory guard's phase, in one round trip."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: node_phase
+short_description: Pause or resume a node's helper services and switch its memory guard's phase, in one round trip
+version_added: 0.2.0
+description:
+  - The boot's node-side phase changes, each one round trip, in the runbook's order.
+  - With O(helpers_state=stopped) (pause and arm) - stops the helper services that run, then clears the guard's
+    trip when O(guard_clear) asks for it, then switches the guard to O(guard_phase).
+  - With O(helpers_state=started) (steady, or the undo) - switches the guard to O(guard_phase) first, then starts
+    the helper services that do not run.
+  - Every step runs whatever the one before it did (the undo needs all of them); the module fails at the end
+    when any step failed, naming each, with what did happen in the result.
+  - The guard is asked through its own command (C(dgxspark-memguard phase), C(clear), C(status)), which answers
+    once the daemon applied the switch, between two samples; its state after the switch is returned.
+author:
+  - dgxspark.cluster maintainers (@dgxspark)
+options:
+  helpers:
+    description:
+      - The helper services (systemd unit names) to stop or start. Each must be a unit name, not an option (none
+        may start with C(-)); the plan checked them already against the profile's allow-list.
+    type: list
+    elements: str
+    default: []
+  helpers_state:
+    description: V(stopped) pauses the helpers (before the guard's switch), V(started) resumes them (after it).
+    type: str
+    choices: [stopped, started]
+    required: true
+  guard_phase:
+    description: The memory guard's phase to switch to; left out, the guard is not asked.
+    type: str
+    choices: [idle, startup, steady]
+  guard_clear:
+    description: Clear the guard's trip before the switch (only when it is tripped).
+    type: bool
+    default: false
+  guard_command:
+    description: The guard's command on the node (the memguard role installs it).
+    type: path
+    default: /usr/local/sbin/dgxspark-memguard
+  rank_container:
+    description:
+      - This node's rank container, looked at once more after the steps (as C(dgxspark.cluster.rank_health)
+        looks, without its API), into RV(rank); left out, no rank is looked at.
+    type: str
+  docker_host:
+    description: The Docker engine's socket URL (for O(rank_container)).
+    type: str
+    default: unix:///var/run/docker.sock
+  timeout:
+    description: Seconds each systemctl call and each question to the guard may take (bounded by coreutils
+      C(timeout) where the node has it).
+    type: int
+    default: 90
+attributes:
+  check_mode:
+    support: full
+    description: Reads the helpers' and the guard's state and says what it would change; changes nothing.
+  diff_mode:
+    support: none
+    description: The C(helpers) and C(guard) results say what changed.
+  platform:
+    support: full
+    platforms: posix
+    description: A node with systemd.
+seealso:
+  - module: dgxspark.cluster.node_facts
+"""
+
+EXAMPLES = r"""
+- name: Pause the helper services that run, then arm the guard's startup phase
+  dgxspark.cluster.node_phase:
+    helpers: [comfyui.service, ollama.service]
+    helpers_state: stopped
+    guard_phase: startup
+
+- name: The guard to steady, then resume the helpers, then look at the rank once more
+  dgxspark.cluster.node_phase:
+    helpers: [comfyui.service]
+    helpers_state: started
+    guard_phase: steady
+    rank_container: vllm_dsv41
+  register: steady
+"""
+
+RETURN = r"""
+helpers:
+  description: Each helper's C(ActiveState) before and after, as C({unit: {before, after}}).
+  returned: always
+  type: dict
+guard:
+  description: The guard's state after the switch (its C(phase), C(tripped), C(health), ...); null when it was not
+    asked or did not answer.
+  returned: always
+  type: dict
+guard_changed:
+  description: Whether the guard's phase changed, or a trip was cleared (or would be, in check mode).
+  returned: always
+  type: bool
+rank:
+  description: What C(dgxspark.cluster.rank_health) returns for O(rank_container) (C(running), C(status),
+    C(exit_code), C(log_tail), ...), after the other steps.
+  returned: when O(rank_container) is given
+  type: dict
+errors:
+  description: What failed, a line per step (C(helpers), C(guard)); empty when every step did its work.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
+from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
+
+
+class Node:
+    """The node's systemctl and guard command, through the module's run_command."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        seconds = module.params["timeout"]
+        bounded = module.get_bin_path("timeout")  # coreutils: a call that hangs is stopped, then killed
+        self.prefix = [bounded, "--kill-after=5", str(seconds)] if bounded else []
+
+    def call(self, argv: list[str]) -> tuple[int, str, str]:
+        rc, out, err = self.module.run_command(self.prefix + argv)
+        if self.prefix and rc in (124, 137):
+            return rc, out, f"no answer within {self.module.params['timeout']} s"
+        return rc, out, err
+
+    def states(self, units: list[str]) -> dict[str, str | None]:
+        binary = self.module.get_bin_path("systemctl", required=True)
+        rc, out, err = self.call(show_argv(binary, units))
+        if rc != 0:
+            raise OSError(f"systemctl show: {err.strip() or 'rc ' + str(rc)}")
+        return {unit: state["active_state"] for unit, state in parse_show(out, units).items()}
+
+    def systemctl(self, verb: str, units: list[str]) -> None:
+        binary = self.module.get_bin_path("systemctl", required=True)
+        rc, _out, err = self.call([binary, verb, "--", *units])
+        if rc != 0:
+            raise OSError(f"systemctl {verb} {' '.join(units)}: {err.strip() or 'rc ' + str(rc)}")
+
+    def guard(self, *words: str) -> dict:
+        argv = [self.module.params["guard_command"], *words]
+        rc, out, err = self.call(argv)
+        if rc != 0:
+            raise OSError(f"the memory guard does not answer ({err.strip() or out.strip() or 'rc ' + str(rc)})")
+        try:
+            return json.loads(out)
+        except ValueError as error:
+            raise OSError(f"the memory guard answered what is not JSON: {error}") from None
+
+    def rank(self, container: str) -> dict:
+        engine = DockerEngine(socket_path(self.module.params["docker_host"]), 5.0)
+        try:
+            return rank_health(engine, container, None)
+        finally:
+            engine.close()
+
+
+def run(module: AnsibleModule, node: Node) -> dict:
+    params = module.params
+    helpers, wanted, phase = params["helpers"], params["helpers_state"], params["guard_phase"]
+    result: dict = {"changed": False, "helpers": {}, "guard": None, "guard_changed": False, "errors": []}
+
+    def helpers_step() -> None:
+        if not helpers:
+            return
+        try:
+            before = node.states(helpers)
+            to_change = [u for u, s in before.items() if (s == "active") == (wanted == "stopped")]
+            if to_change and not module.check_mode:
+                node.systemctl("stop" if wanted == "stopped" else "start", to_change)
+                after = node.states(helpers)
+            else:
+                after = {
+                    u: ("inactive" if wanted == "stopped" else "active") if u in to_change else s
+                    for u, s in before.items()
+                }
+            result["helpers"] = {u: {"before": before[u], "after": after[u]} for u in helpers}
+            result["changed"] = result["changed"] or bool(to_change)
+            still = [u for u in helpers if (after[u] == "active") == (wanted == "stopped")]
+            if still and not module.check_mode:
+                result["errors"].append(
+                    f"helpers: {', '.join(still)} not {wanted} ({', '.join(after[u] or '?' for u in still)})"
+                )
+        except (OSError, ValueError) as error:
+            result["errors"].append(f"helpers: {error}")
+
+    def guard_step() -> None:
+        if phase is None and not params["guard_clear"]:
+            return
+        try:
+            if module.check_mode:
+                state = node.guard("status")["state"]
+                would = (params["guard_clear"] and state.get("tripped") is not None) or state.get("phase") != phase
+                result.update(guard=state, guard_changed=bool(would))
+                result["changed"] = result["changed"] or bool(would)
+                return
+            if params["guard_clear"]:
+                state = node.guard("status")["state"]
+                if state.get("tripped") is not None:
+                    result["guard"] = node.guard("clear")["state"]
+                    result.update(guard_changed=True, changed=True)
+            if phase is not None:
+                answer = node.guard("phase", phase)
+                result["guard"] = answer["state"]
+                if answer.get("changed"):
+                    result.update(guard_changed=True, changed=True)
+        except (OSError, KeyError, TypeError) as error:
+            result["errors"].append(f"guard: {error}")
+
+    steps = (helpers_step, guard_step) if wanted == "stopped" else (guard_step, helpers_step)
+    for step in steps:
+        step()
+    if params.get("rank_container"):
+        try:
+            result["rank"] = node.rank(params["rank_container"])
+        except ValueError as error:  # docker_host is not a socket URL
+            result["errors"].append(f"rank: {error}")
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "helpers": {"type": "list", "elements": "str", "default": []},
+            "helpers_state": {"type": "str", "choices": ["stopped", "started"], "required": True},
+            "guard_phase": {"type": "str", "choices": ["idle", "startup", "steady"]},
+            "guard_clear": {"type": "bool", "default": False},
+            "guard_command": {"type": "path", "default": "/usr/local/sbin/dgxspark-memguard"},
+            "rank_container": {"type": "str"},
+            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+            "timeout": {"type": "int", "default": 90},
+        },
+        supports_check_mode=True,
+    )
+    bad = [u for u in module.params["helpers"] if not u or u.startswith("-") or any(c.isspace() for c in u)]
+    if bad:
+        module.fail_json(msg=f"helpers: not unit names: {', '.join(repr(u) for u in bad)}")
+    result = run(module, Node(module))
+    if result["errors"]:
+        module.fail_json(msg="; ".join(result["errors"]), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

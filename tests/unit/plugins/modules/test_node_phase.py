@@ -1,0 +1,130 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""node_phase: the helpers paused or resumed and the guard's phase switched in one round trip, in the
+runbook's order, every step run whatever the other did (the undo's need), nothing changed in check mode."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import run
+
+PARAMS = {"helpers": [], "guard_phase": None, "guard_clear": False, "rank_container": None}
+
+
+class FakeNode:
+    """systemctl and the guard's command as a node answers them; ``calls`` keeps their order."""
+
+    def __init__(self, units: dict[str, str], guard: dict[str, Any] | None, stuck: tuple[str, ...] = ()) -> None:
+        self.units, self.state, self.stuck, self.calls = dict(units), guard, stuck, []
+
+    def states(self, units: list[str]) -> dict[str, str | None]:
+        return {u: self.units.get(u, "inactive") for u in units}
+
+    def systemctl(self, verb: str, units: list[str]) -> None:
+        self.calls.append((verb, *units))
+        for unit in units:
+            if unit not in self.stuck:
+                self.units[unit] = "inactive" if verb == "stop" else "active"
+
+    def rank(self, container: str) -> dict[str, Any]:
+        self.calls.append(("rank", container))
+        return {"exists": True, "running": True, "status": "running"}
+
+    def guard(self, *words: str) -> dict[str, Any]:
+        self.calls.append(("guard", *words))
+        if self.state is None:
+            raise OSError("the memory guard does not answer (connection refused)")
+        if words[0] == "phase":
+            changed = self.state["phase"] != words[1]
+            self.state = {**self.state, "phase": words[1]}
+            return {"ok": True, "changed": changed, "state": self.state}
+        if words[0] == "clear":
+            self.state = {**self.state, "tripped": None}
+        return {"ok": True, "state": self.state}
+
+
+def module(check_mode: bool = False, **params: Any) -> SimpleNamespace:
+    return SimpleNamespace(params={**PARAMS, **params}, check_mode=check_mode)
+
+
+def test_pause_stops_the_running_helpers_then_arms_the_guard() -> None:
+    node = FakeNode({"comfy.service": "active", "ollama.service": "inactive"}, {"phase": "idle", "tripped": None})
+    result = run(
+        module(helpers=["comfy.service", "ollama.service"], helpers_state="stopped", guard_phase="startup"), node
+    )
+    assert node.calls == [("stop", "comfy.service"), ("guard", "phase", "startup")]
+    assert result["changed"] and result["guard_changed"] and result["errors"] == []
+    assert result["helpers"]["comfy.service"] == {"before": "active", "after": "inactive"}
+    assert result["guard"]["phase"] == "startup"
+
+
+def test_steady_switches_the_guard_first_then_resumes() -> None:
+    node = FakeNode({"comfy.service": "inactive"}, {"phase": "startup", "tripped": None})
+    result = run(module(helpers=["comfy.service"], helpers_state="started", guard_phase="steady"), node)
+    assert node.calls == [("guard", "phase", "steady"), ("start", "comfy.service")]
+    assert result["helpers"]["comfy.service"]["after"] == "active" and not result["errors"]
+
+
+def test_a_second_run_changes_nothing() -> None:
+    node = FakeNode({"comfy.service": "active"}, {"phase": "steady", "tripped": None})
+    result = run(module(helpers=["comfy.service"], helpers_state="started", guard_phase="steady"), node)
+    assert not result["changed"] and node.calls == [("guard", "phase", "steady")]
+
+
+def test_the_undo_resumes_the_helpers_when_the_guard_does_not_answer() -> None:
+    node = FakeNode({"comfy.service": "inactive"}, None)
+    result = run(module(helpers=["comfy.service"], helpers_state="started", guard_phase="idle"), node)
+    assert node.units["comfy.service"] == "active"
+    assert result["errors"] == ["guard: the memory guard does not answer (connection refused)"]
+
+
+def test_a_helper_that_does_not_stop_is_an_error() -> None:
+    node = FakeNode({"comfy.service": "active"}, {"phase": "idle", "tripped": None}, stuck=("comfy.service",))
+    result = run(module(helpers=["comfy.service"], helpers_state="stopped", guard_phase="startup"), node)
+    assert result["errors"] == ["helpers: comfy.service not stopped (active)"]
+    assert result["guard"]["phase"] == "startup"  # the guard is armed all the same
+
+
+def test_a_trip_is_cleared_only_when_asked_and_only_when_tripped() -> None:
+    tripped = {"phase": "steady", "tripped": {"reason": "low"}}
+    node = FakeNode({}, tripped)
+    result = run(module(helpers_state="stopped", guard_phase="startup", guard_clear=True), node)
+    assert node.calls == [("guard", "status"), ("guard", "clear"), ("guard", "phase", "startup")]
+    assert result["guard"]["tripped"] is None
+    node = FakeNode({}, {"phase": "idle", "tripped": None})
+    run(module(helpers_state="stopped", guard_phase="startup", guard_clear=True), node)
+    assert ("guard", "clear") not in node.calls
+    node = FakeNode({}, tripped)
+    assert run(module(helpers_state="stopped", guard_phase="startup"), node)["guard"]["tripped"] == {"reason": "low"}
+
+
+def test_check_mode_changes_nothing_and_says_what_would_change() -> None:
+    node = FakeNode({"comfy.service": "active"}, {"phase": "idle", "tripped": None})
+    result = run(
+        module(check_mode=True, helpers=["comfy.service"], helpers_state="stopped", guard_phase="startup"), node
+    )
+    assert node.calls == [("guard", "status")] and node.units == {"comfy.service": "active"}
+    assert result["changed"] and result["guard_changed"]
+    assert result["helpers"]["comfy.service"] == {"before": "active", "after": "inactive"}
+
+
+def test_nothing_asked_nothing_done() -> None:
+    node = FakeNode({}, {"phase": "idle", "tripped": None})
+    assert run(module(helpers_state="started"), node) == {
+        "changed": False,
+        "helpers": {},
+        "guard": None,
+        "guard_changed": False,
+        "errors": [],
+    }
+
+
+def test_steady_looks_at_the_rank_last() -> None:
+    node = FakeNode({"comfy.service": "inactive"}, {"phase": "startup", "tripped": None})
+    result = run(
+        module(helpers=["comfy.service"], helpers_state="started", guard_phase="steady", rank_container="vllm"), node
+    )
+    assert node.calls == [("guard", "phase", "steady"), ("start", "comfy.service"), ("rank", "vllm")]
+    assert result["rank"]["status"] == "running"
