@@ -94,7 +94,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 helpers:
-  description: Each helper's C(ActiveState) before and after, as C({unit: {before, after}}).
+  description: Each helper's C(ActiveState) before and after the step, by unit name (keys C(before) and C(after)).
   returned: always
   type: dict
 guard:
