@@ -9,8 +9,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._fabric_verify import nccl_names
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import verify_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl_tests import (
     DEFAULT_FLOOR_GBPS,
     bandwidth_verdict,
@@ -37,6 +36,11 @@ def fabric_nccl_names(node: Any, fabric: Any) -> dict[str, Any]:
         raise AnsibleFilterError(
             f"dgxspark.cluster.fabric_nccl_names: needs node_facts with fabric and rdma, and a fabric plan: {error}"
         ) from None
+
+
+# imported when first called (plugin_utils/_lazy.py says why)
+nccl_names = lazy("module_utils._fabric_verify", "nccl_names")
+verify_report = lazy("plugin_utils._fabric", "verify_report")
 
 
 class FilterModule:

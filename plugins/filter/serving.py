@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api, _container
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
 
 
@@ -29,10 +29,11 @@ def _checked(function: Callable[..., Any]) -> Callable[..., Any]:
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
+        # the plan's modules, imported when a filter is first called (plugin_utils/_lazy.py says why)
         return {
-            "nccl_environment": _checked(_api.nccl_environment),
-            "container_ulimits": _checked(_api.container_ulimits),
-            "rank_argv": _checked(_api.rank_argv),
-            "memory_budget": _checked(_api.memory_budget),
-            "docker_container_params": _checked(_container.docker_container_params),
+            "nccl_environment": _checked(lazy("plugin_utils._api", "nccl_environment")),
+            "container_ulimits": _checked(lazy("plugin_utils._api", "container_ulimits")),
+            "rank_argv": _checked(lazy("plugin_utils._api", "rank_argv")),
+            "memory_budget": _checked(lazy("plugin_utils._api", "memory_budget")),
+            "docker_container_params": _checked(lazy("plugin_utils._container", "docker_container_params")),
         }
