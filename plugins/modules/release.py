@@ -36,6 +36,12 @@ options:
   id:
     description: The release, for V(show), V(promote), V(evidence) and V(event).
     type: str
+  spec_sha256:
+    description:
+      - For V(show) and V(evidence) without O(id), the release that serves - the one whose every rank's spec is
+        this mapping of host to the spec label its running container carries (C(dgxspark.cluster.spec_sha256)).
+        Fails when no release has exactly these specs.
+    type: dict
   record:
     description: The release to write, for V(record) (as the C(dgxspark.cluster.release_record) filter builds it).
     type: dict
@@ -81,6 +87,15 @@ EXAMPLES = r"""
   dgxspark.cluster.release:
     operation: show
     id: r20261201T155300Z-3c9f0a1b2d4e
+
+- name: Keep a benchmark run as the evidence of the release that serves
+  dgxspark.cluster.release:
+    operation: evidence
+    spec_sha256: "{{ running_specs }}"  # host to its rank container's dgxspark.cluster.spec_sha256 label
+    evidence:
+      bench:
+        run: 20261201T160000Z-tp3-triangle
+        results: /home/ops/spark3/.bench/20261201T160000Z-tp3-triangle/results.json
 
 - name: Promote a candidate after its comparison passed
   dgxspark.cluster.release:
@@ -145,6 +160,7 @@ def main() -> None:
                 "default": "list",
             },
             "id": {"type": "str"},
+            "spec_sha256": {"type": "dict"},
             "record": {"type": "dict"},
             "evidence": {"type": "dict"},
             "event": {"type": "str"},
@@ -153,10 +169,11 @@ def main() -> None:
             "directory": {"type": "path", "default": _releases.DEFAULT_DIRECTORY},
         },
         required_if=[
-            ("operation", "show", ("id",)),
+            ("operation", "show", ("id", "spec_sha256"), True),
             ("operation", "record", ("record",)),
             ("operation", "promote", ("id",)),
-            ("operation", "evidence", ("id", "evidence")),
+            ("operation", "evidence", ("id", "spec_sha256"), True),
+            ("operation", "evidence", ("evidence",)),
             ("operation", "event", ("id", "event")),
         ],
         supports_check_mode=True,
@@ -167,8 +184,18 @@ def main() -> None:
         records, _problems = _releases.read_all(directory)
         writes: list[dict] = []
         release = None
+        ident = params["id"]
+        if state in ("show", "evidence") and not ident:  # the release that serves, by its ranks' specs
+            serving = _releases.serving(records, params["spec_sha256"])
+            if serving is None:
+                raise _releases.ReleaseError(
+                    "no release has exactly the specs that run ("
+                    + ", ".join(f"{h} {str(s)[:12]}" for h, s in sorted(params["spec_sha256"].items()))
+                    + "): boot.yml records one when it changes what serves"
+                )
+            ident = serving["id"]
         if state == "show":
-            release = dict(_releases.find(records, params["id"]))
+            release = dict(_releases.find(records, ident))
         elif state == "record":
             release = _releases.check_record(params["record"])
             known = next((r for r in records if r["id"] == release["id"]), None)
@@ -180,7 +207,7 @@ def main() -> None:
             writes = _releases.promote(records, params["id"], _now(), params["by"], params["detail"])
             release = next((w for w in writes if w["id"] == params["id"]), dict(_releases.find(records, params["id"])))
         elif state == "evidence":
-            release = dict(_releases.find(records, params["id"]))
+            release = dict(_releases.find(records, ident))
             for name, data in sorted(params["evidence"].items()):
                 release = _releases.add_evidence(release, name, data, _now(), params["by"])
             writes.append(release)

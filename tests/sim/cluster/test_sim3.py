@@ -769,6 +769,80 @@ def test_boot_fault_node_does_not_answer_ssh(sim3):
     assert ansible("ansible", "sim3-worker1", "-m", "ansible.builtin.ping", timeout=120).returncode == 0
 
 
+# A small benchmark (one level, few requests): enough for Welch's test to tell a twice slower engine from the
+# promoted one, quick enough for make test.
+SMALL_BENCH = json.dumps(
+    {
+        "dgxspark_bench_levels": [1],
+        "dgxspark_bench_requests": 8,
+        "dgxspark_bench_warmup": 1,
+        "dgxspark_bench_bursts": [],
+        "dgxspark_bench_needle_tokens": 0,
+    }
+)
+
+
+def test_promote_a_faster_candidate_then_a_slower_one_is_rolled_back(sim3, tmp_path):
+    """promote.yml, never in place: bench.yml keeps its run in the release that serves; a candidate whose run is
+    no worse (a faster stand-in) is promoted, with both runs and the verdict in its release; a candidate that
+    regresses (SIM_ENGINE_TIME_SCALE 2: twice slower) is rolled back to the promoted release, which serves again,
+    and promote.yml fails saying so. The shipped profile's release is promoted again at the end."""
+    assert playbook("playbooks/boot.yml").returncode == 0  # the promoted release (the shipped profile) serves
+    [original] = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
+    try:
+        promote_and_roll_back(tmp_path, original)
+    finally:  # the tests after this one expect a stopped cluster and the shipped profile's release promoted
+        playbook("playbooks/stop.yml")
+        again = ansible(
+            "ansible", "sim3-head", "-m", "dgxspark.cluster.release", "-a", f"operation=promote id={original['id']}"
+        )
+        assert again.returncode == 0, again.stdout[-2000:]
+
+
+def promote_and_roll_back(tmp_path, original: dict) -> None:
+    bench = playbook("playbooks/bench.yml", "-e", SMALL_BENCH)
+    assert bench.returncode == 0, bench.stdout[-4000:]
+    assert f"the run is kept as the evidence of release {original['id']}" in " ".join(bench.stdout.split())
+    profile = json.loads(original["profile"]["text"])
+
+    def candidate(name: str, scale: str):
+        profile["shapes"][profile["default_shape"]]["environment"] = {"SIM_ENGINE_TIME_SCALE": scale}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(profile, indent=2))
+        return path
+
+    faster = playbook(
+        "playbooks/promote.yml", "-e", f"dgxspark_candidate={candidate('faster', '0.8')}", "-e", SMALL_BENCH
+    )
+    assert faster.returncode == 0, faster.stdout[-6000:]
+    records = {r["id"]: r for r in release_files("sim3-head")}
+    [promoted] = [r for r in records.values() if r["state"] == "promoted"]
+    assert records[original["id"]]["state"] == "retired" and promoted["id"] != original["id"], records.keys()
+    evidence = promoted["evidence"]
+    assert evidence["promotion"]["verdict"] == "pass", evidence
+    assert evidence["promotion"]["baseline"]["release"] == original["id"]
+    assert evidence["promotion"]["baseline"]["results"] == records[original["id"]]["evidence"]["bench"]["results"]
+    assert "bench" in evidence  # its own run, kept by bench.yml while it served as a candidate
+    assert f"promoted: {promoted['id']} serves and is the promoted release" in " ".join(faster.stdout.split())
+
+    slower = playbook(
+        "playbooks/promote.yml", "-e", f"dgxspark_candidate={candidate('slower', '2')}", "-e", SMALL_BENCH
+    )
+    assert slower.returncode != 0
+    flat = " ".join(slower.stdout.split())
+    assert "verdict: REGRESSION" in flat, slower.stdout[-6000:]
+    assert f"NOT promoted (regression): rolled back to {promoted['id']}, which serves again" in flat, flat[-3000:]
+    assert f"release: rolled back to {promoted['id']}, promoted again" in flat
+    records = {r["id"]: r for r in release_files("sim3-head")}
+    assert records[promoted["id"]]["state"] == "promoted", {i: r["state"] for i, r in records.items()}
+    [regressed] = [
+        r for r in records.values() if (r.get("evidence") or {}).get("promotion", {}).get("verdict") == "regression"
+    ]
+    assert regressed["state"] == "retired"
+    env = node_sh("sim3-head", "docker inspect -f '{{json .Config.Env}}' vllm_dsv41").stdout
+    assert "SIM_ENGINE_TIME_SCALE=0.8" in env and "SIM_ENGINE_TIME_SCALE=2" not in env, env
+
+
 def test_down_leaves_nothing(sim3):
     proc = simctl("down", "sim3")
     assert proc.returncode == 0, proc.stdout + proc.stderr
