@@ -775,6 +775,8 @@ SMALL_BENCH = json.dumps(
     {
         "dgxspark_bench_levels": [1],
         "dgxspark_bench_requests": 8,
+        "dgxspark_bench_prompt_tokens": 64,
+        "dgxspark_bench_max_tokens": 32,
         "dgxspark_bench_warmup": 1,
         "dgxspark_bench_bursts": [],
         "dgxspark_bench_needle_tokens": 0,
