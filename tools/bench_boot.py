@@ -4,7 +4,7 @@
 """How long playbooks/boot.yml takes on the simulated clusters: --check against a bare ping, sim8 against
 sim3, and a real boot beyond the engines' own load time.
 
-    tools/bench_boot.py [--rounds N] [--boots N] [--up] [--no-boot] [--json FILE]
+    tools/bench_boot.py [--rounds N] [--boots N] [--up] [--no-boot] [--rollbacks N] [--json FILE]
 
 Needs sim3 and sim8 running with the engine image (`make sim-up CLUSTER=...`, or --up). Every run is a
 fresh process of the venv's ansible CLI, output captured, rc checked, timed with time.perf_counter.
@@ -37,6 +37,10 @@ absolute figures do not. SSH ControlPersist keeps one master connection per node
 for every kind alike. The simulated nodes share the controller's 2 cores: 8 nodes' sshd and Python compete
 for them where real Sparks bring their own CPUs (see tools/bench_node_facts.py for that reading).
 
+3. With --rollbacks N: N times, the promoted release booted, a candidate booted over it (an environment
+   variable more), then rollback.yml timed back to the promoted release: its wall time, the engines' own start
+   (as above) and the time beyond it (the releases issue's figure).
+
 --up brings a cluster up (sim/cluster/simctl.py up) when `simctl.py status` says it is not running, and
 takes it down at the end only if this script brought it up.
 """
@@ -51,6 +55,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -219,6 +224,43 @@ def bench_boot(boots: int) -> dict:
     return {"first": first, "runs": runs}
 
 
+def one_rollback(hosts: list[str], folder: Path) -> dict:
+    """rollback.yml timed, from a candidate that serves (booted over the promoted release, which served first)
+    back to the promoted release: its wall time beyond the engines' own start (the releases issue's figure)."""
+    booted, proc = timed(str(BIN / "ansible-playbook"), "playbooks/boot.yml", "-i", SIM3)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_boot: the promoted release did not boot:\n{proc.stdout[-3000:]}")
+    profile = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())
+    profile["shapes"][profile["default_shape"]]["environment"] = {"BENCH_BOOT_CANDIDATE": "1"}
+    candidate = folder / "bench-boot-candidate.json"
+    candidate.write_text(json.dumps(profile, indent=2))
+    asked = ("-e", f"dgxspark_profile={candidate}", "-e", "boot_candidate=true", "-e", "boot_replace=true")
+    _took, proc = timed(str(BIN / "ansible-playbook"), "playbooks/boot.yml", "-i", SIM3, *asked)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_boot: the candidate did not boot:\n{proc.stdout[-3000:]}")
+    took, proc = timed(str(BIN / "ansible-playbook"), "playbooks/rollback.yml", "-i", SIM3)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_boot: rollback.yml failed:\n{proc.stdout[-3000:]}")
+    engine = engine_start(hosts)
+    timed(str(BIN / "ansible-playbook"), "playbooks/stop.yml", "-i", SIM3)
+    return {"wall_s": took, **engine, "overhead_s": took - engine["engines_s"], "promoted_boot_s": booted}
+
+
+def bench_rollback(rollbacks: int) -> list[dict]:
+    hosts = nodes("sim3")
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for _i in range(rollbacks):
+            runs.append(one_rollback(hosts, Path(folder)))
+            row = runs[-1]
+            print(
+                f"    rollback {row['wall_s']:6.2f} s: engines {row['engines_s']:5.2f} s, "
+                f"beyond them {row['overhead_s']:5.2f} s",
+                flush=True,
+            )
+    return runs
+
+
 def verdict(ratio: float, target: float) -> str:
     return "PASS" if ratio <= target else "MISS"
 
@@ -300,6 +342,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="--check rounds after the warm-up (default 5)")
     parser.add_argument("--boots", type=int, default=3, help="real boots on sim3 after the first (default 3)")
     parser.add_argument("--no-boot", action="store_true", help="only the --check ratios")
+    parser.add_argument(
+        "--rollbacks", type=int, default=0, help="rollback.yml runs on sim3, from a candidate back (default 0)"
+    )
     parser.add_argument("--up", action="store_true", help="bring sim3 and sim8 up first if they are not running")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
@@ -309,6 +354,7 @@ def main() -> int:
         raise SystemExit("bench_boot: no .venv/bin/ansible-playbook: make venv first")
     brought_up: list[str] = []
     boot = None
+    rollback: list[dict] = []
     try:
         for cluster in ("sim3", "sim8"):
             if not running(cluster):
@@ -324,13 +370,20 @@ def main() -> int:
             brought_up.remove("sim8")
         if not args.no_boot:
             boot = bench_boot(args.boots)
+        if args.rollbacks:
+            print(f"... sim3: {args.rollbacks} rollback(s) from a candidate to the promoted release", flush=True)
+            rollback = bench_rollback(args.rollbacks)
     finally:
         for cluster in brought_up:
             print(f"... simctl.py down {cluster} (brought up by this script)", flush=True)
             sh(sys.executable, str(SIMCTL), "down", cluster, check=False)
     summary = report(check, boot, args.rounds)
+    if rollback:
+        print(f"\nrollback.yml on sim3, {len(rollback)} run(s) (medians, s)")
+        for key, what in (("wall_s", "wall time"), ("engines_s", "engines' own start"), ("overhead_s", "beyond it")):
+            print(f"  {what:<20} {statistics.median(r[key] for r in rollback):7.2f}")
     if args.json:
-        document = {"rounds": args.rounds, "check": check, "boot": boot, **summary}
+        document = {"rounds": args.rounds, "check": check, "boot": boot, "rollback": rollback, **summary}
         args.json.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
     return 0
 
