@@ -6,9 +6,11 @@ No Ansible imports: the module gives a :class:`Runner` (its ``run_command``) and
 sysfs are read under ``proc_root``/``sys_root`` so a test can point them at a fixture tree. Three processes
 at most (``nvidia-smi``, ``systemctl show`` and ``ip -j -4 addr show``, one call each); the Docker engine is
 asked over its socket; the memory guard is read from its files (never asked), listening sockets from
-/proc/net/tcp and tcp6, and the ``files`` asked for are stat'ed and hashed.
+/proc/net/tcp and tcp6, the ``files`` asked for are stat'ed and hashed, and the weights directory's files are
+listed and hashed within a time budget (``_weights_manifest``).
 A missing tool or device is a fact (``present: false`` with an ``error``); an unexpected read error is
-reported in ``problems`` and leaves the value null. Nothing is changed on the node.
+reported in ``problems`` and leaves the value null. Nothing is changed on the node but the ``weights``
+section's own cache of the hashes it took (never in check mode).
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sockets import listening_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sysfs import SysfsReader, default_fabric_interfaces
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import PROPERTIES, parse_show, show_argv
+from ansible_collections.dgxspark.cluster.plugins.module_utils._weights_manifest import (
+    DEFAULT_CACHE_DIR as DEFAULT_WEIGHTS_CACHE_DIR,
+)
+from ansible_collections.dgxspark.cluster.plugins.module_utils._weights_manifest import (
+    DEFAULT_HASH_SECONDS,
+    weights_facts,
+)
 
 SECTIONS: tuple[str, ...] = (
     "memory",
@@ -71,10 +80,11 @@ SECTIONS: tuple[str, ...] = (
     "ports",
     "files",
     "releases",
+    "weights",
 )
-# What a plain call gathers: the memory guard, the sockets, the files and the releases are asked for by name (a
-# boot's preflight).
-DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-4]
+# What a plain call gathers: the memory guard, the sockets, the files, the releases and the weights' manifest are
+# asked for by name (a boot's preflight).
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-5]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
 # Limits reported for the module's own process and the container daemons (docker --ulimit names).
 REPORTED_LIMITS: tuple[str, ...] = ("nofile", "memlock", "stack", "core")
@@ -142,6 +152,12 @@ class Options:
     """The absolute paths ``files`` reports (existence, type, mode, owner, size, SHA-256)."""
     releases_dir: str = DEFAULT_RELEASES_DIR
     """Where ``releases`` reads the cluster's releases (the head keeps them)."""
+    weights_cache_dir: str = DEFAULT_WEIGHTS_CACHE_DIR
+    """Where ``weights`` keeps the hashes it took (empty: no cache)."""
+    weights_hash_seconds: float = DEFAULT_HASH_SECONDS
+    """How long ``weights`` may spend hashing files whose hash is not in the cache."""
+    write_cache: bool = True
+    """False in check mode: the weights' hash cache is read, not written."""
 
 
 def ip_addr_argv(ip: str) -> list[str]:
@@ -494,6 +510,20 @@ class _Gatherer:
             entry["container_name"] = names.get(entry["container"]) if entry["container"] else None
         return facts
 
+    # ------------------------------------------------------------ weights
+    def weights(self, clock: Callable[[], float]) -> dict[str, Any]:
+        options = self.options
+        facts, unexpected = weights_facts(
+            options.weights_path,
+            options.weights_cache_dir,
+            options.weights_hash_seconds,
+            options.write_cache,
+            clock,
+        )
+        for source, message in unexpected:
+            self.problems.append(problem("weights", source, message))
+        return facts
+
     # ------------------------------------------------------------ files
     def watched_files(self) -> dict[str, Any]:
         paths, unexpected = files_facts(self.options.files)
@@ -555,6 +585,8 @@ def gather(
         node["files"] = gatherer.watched_files()
     if "releases" in wanted:
         node["releases"] = releases_facts(options.releases_dir)
+    if "weights" in wanted:
+        node["weights"] = gatherer.weights(clock)
     node["sections"] = [section for section in SECTIONS if section in wanted]
     node["problems"] = gatherer.problems
     node["elapsed_ms"] = round((clock() - start) * 1000, 1)

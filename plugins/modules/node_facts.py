@@ -18,8 +18,10 @@ description:
     labels; images; the serving container in detail), the resource limits of the module's process and of
     C(dockerd) and C(containerd), free disk where the weights live, the state of the helper services, the memory
     guard's state and trip (from its files), the listening TCP sockets on the ports asked for with the process
-    and container holding each, and the existence, type, mode, owner, size and SHA-256 of the O(files) asked
-    for - so that a controller can tell from one round trip whether a role would change anything on the node.
+    and container holding each, the existence, type, mode, owner, size and SHA-256 of the O(files) asked
+    for, and a manifest of the weights directory (each file's relative name, size and SHA-256) - so that a
+    controller can tell from one round trip whether a role would change anything on the node, and whether
+    every node holds the same weights.
   - Reads procfs and sysfs directly and runs at most three commands (one C(nvidia-smi --query-gpu), one
     C(systemctl show) for all O(services) and one C(ip -j -4 addr show) for all fabric netdevs); the Docker
     engine is asked over its socket. Gathering takes tens of milliseconds (C(nvidia-smi) itself aside); the
@@ -33,7 +35,13 @@ description:
     C(nvidia-smi not found). Read errors that should not happen (permission denied, unreadable output) leave the
     value null and are listed in C(problems). The module fails only on invalid options.
   - On a GB10 (unified memory) C(nvidia-smi) reports GPU memory as C([N/A]); those values are null.
-  - Read-only; runs the same under C(--check) and never reports a change.
+  - >-
+    C(weights) hashes within a time budget (O(weights_hash_seconds)) and remembers what it hashed in a cache
+    file on the node (O(weights_cache_dir)), so that a second call hashes nothing that did not change; see
+    O(weights_hash_seconds) for why the budget, and the section's return value for what is reported.
+  - >-
+    Read-only but for that cache, which is not written in check mode (it is still read); never reports a
+    change.
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
@@ -41,11 +49,12 @@ options:
     description:
       - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
         (for the netdev mapping and the GID addresses) but returns only the netdevs.
-      - C(memguard), C(ports), C(files) and C(releases) are gathered only when named (a boot's preflight names
-        them).
+      - C(memguard), C(ports), C(files), C(releases) and C(weights) are gathered only when named (a boot's
+        preflight names them).
     type: list
     elements: str
-    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files, releases]
+    choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files, releases,
+              weights]
     default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
   fabric_interfaces:
     description:
@@ -58,8 +67,37 @@ options:
     description:
       - Where the model weights live (the profile's C(host.weights_path)). C(disk) reports the free space of the
         file system holding it, or of its nearest existing parent directory when it does not exist yet.
-      - Without it C(disk.path) is null and nothing else is reported.
+      - C(weights) lists and hashes the files under it (or the one file it names).
+      - Without it C(disk.path) and C(weights.path) are null and nothing else is reported.
     type: path
+  weights_hash_seconds:
+    description:
+      - How long C(weights) may spend hashing the files whose hash is not in its cache, smallest first
+        (C(config.json), the safetensors index and the tokenizer, which tell revisions apart, come before the
+        shards). A file the budget stops halfway is not hashed. Every file keeps its size, which the
+        preflight still compares; the next call goes on where this one stopped, so a new copy of the weights
+        is hashed over a few preflights, and every later one reads the hashes from the cache.
+      - The budget keeps a preflight from hanging on a large model (DeepSeek-V4.1-Flash is about 510 GB in
+        48 shards, minutes to read even from NVMe) or on weights behind a network mount. C(0) hashes nothing
+        new; a large value (C(3600)) hashes everything once, for example right after copying the weights.
+      - C(weights.hashed) reports the files, bytes and seconds this call hashed.
+    type: float
+    default: 60
+    version_added: 0.1.0
+  weights_cache_dir:
+    description:
+      - Where C(weights) keeps the hashes it took, one file per weights directory (C(weights-<digest>.json),
+        named by the SHA-256 of the directory's real path), each hash with the file's size and modification
+        time (nanoseconds); a file whose size or modification time changed is hashed again.
+      - Created 0700 when missing; the cache file is written 0600, atomically, only when it changed, and never
+        in check mode. A cache file that is a symlink, owned by another user or writable by others is ignored
+        (and reported in C(problems)), since the hashes it holds could hide a changed file. Writing under the
+        default needs root (C(become)); a cache that cannot be written is reported in C(problems), and the next
+        call hashes again.
+      - Empty for no cache.
+    type: path
+    default: /var/cache/dgxspark-cluster
+    version_added: 0.1.0
   services:
     description:
       - systemd units whose C(LoadState), C(ActiveState), C(SubState) and C(UnitFileState) to report (the
@@ -149,7 +187,7 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Read-only; runs the same under C(--check).
+    description: Runs the same under C(--check), but never writes the C(weights) section's cache of hashes.
   diff_mode:
     support: none
     description: Changes nothing, so there is no difference to show.
@@ -396,6 +434,44 @@ node:
                           size: 4096, error: null}
           /etc/absent.conf: {exists: false, type: null, sha256: null, mode: null, owner: null, group: null,
                              size: null, error: null}
+    weights:
+      description:
+        - >-
+          The manifest of O(weights_path) (the directory's files, or the one file it names): C(path), C(root) (its
+          real path), C(exists), C(error) (why there is no usable manifest: more than 10000 files, which is not
+          a model directory, a directory that cannot be listed, or a path that is neither a directory nor a
+          file; else null), C(files) (by name
+          relative to C(root), each with C(size) in bytes and C(sha256), null when not hashed), C(file_count),
+          C(total_bytes), C(complete) (every file hashed), C(truncated) (the walk stopped at 10000 files and
+          nothing was hashed), C(from_cache) (files whose hash came from the cache), C(not_hashed), C(hashed)
+          (C(files), C(bytes) and C(seconds) hashed by this call), C(budget_seconds) and C(cache) (C(path),
+          C(read), C(written), C(error)).
+        - Names starting with C(.) are left out (download tools' state such as C(.cache/huggingface/), which
+          differs from node to node, and copies in progress); a symlinked file is followed, a symlinked
+          directory is not (reported in C(problems), as are unreadable files).
+        - Only C(path) (null) when O(weights_path) is not given.
+      returned: when asked for
+      type: dict
+      sample:
+        path: /models
+        root: /models
+        exists: true
+        error: null
+        files:
+          DeepSeek-V4.1-Flash/config.json:
+            size: 1843
+            sha256: 5980de4430edf61dba810eed62e28aa82c7d058230d24fd4f64beacd92249068
+          DeepSeek-V4.1-Flash/model-00001-of-00048.safetensors: {size: 10737418240, sha256: null}
+        file_count: 2
+        total_bytes: 10737420083
+        complete: false
+        truncated: false
+        from_cache: 1
+        not_hashed: 1
+        hashed: {files: 0, bytes: 0, seconds: 0.0}
+        budget_seconds: 0.0
+        cache: {path: /var/cache/dgxspark-cluster/weights-0c6b2f3b6f1a9d27.json, read: true, written: false,
+                error: null}
     sections:
       description: The sections gathered.
       returned: always
@@ -446,6 +522,10 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts impor
 from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import (
     DEFAULT_DIRECTORY as DEFAULT_RELEASES_DIR,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._weights_manifest import (
+    DEFAULT_CACHE_DIR as DEFAULT_WEIGHTS_CACHE_DIR,
+)
+from ansible_collections.dgxspark.cluster.plugins.module_utils._weights_manifest import DEFAULT_HASH_SECONDS
 
 
 def main() -> None:
@@ -474,6 +554,8 @@ def main() -> None:
             "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
             "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
             "releases_dir": {"type": "path", "default": DEFAULT_RELEASES_DIR},
+            "weights_hash_seconds": {"type": "float", "default": DEFAULT_HASH_SECONDS},
+            "weights_cache_dir": {"type": "path", "default": DEFAULT_WEIGHTS_CACHE_DIR},
         },
         supports_check_mode=True,
     )
@@ -483,6 +565,8 @@ def main() -> None:
     bad_ports = [port for port in params["ports"] if not 0 < port < 65536]
     if bad_ports:
         module.fail_json(msg=f"ports must be TCP ports (1-65535), found {bad_ports}")
+    if params["weights_hash_seconds"] < 0:
+        module.fail_json(msg=f"weights_hash_seconds must be 0 or more seconds, found {params['weights_hash_seconds']}")
     relative = relative_paths(params["files"])
     if relative:
         module.fail_json(msg=f"files must be absolute paths, found {relative}")
@@ -513,6 +597,9 @@ def main() -> None:
         ports=tuple(params["ports"]),
         files=tuple(params["files"]),
         releases_dir=params["releases_dir"],
+        weights_cache_dir=params["weights_cache_dir"] or "",
+        weights_hash_seconds=float(params["weights_hash_seconds"]),
+        write_cache=not module.check_mode,
     )
 
     def run_command(argv: list[str]) -> tuple[int, str, str]:

@@ -21,7 +21,9 @@ a guard not installed yet WARNs), ``port-free`` (the
 head's API port and the master port are not held by another process; held by the rank's own container
 that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's findings: release, pages,
 memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier),
-``weights`` (the weights path exists); and, made in ``_boot_preflight`` from the head's ``releases`` section,
+``weights`` (the weights path exists), ``weights-identity`` (every node holds the same weights: node_facts'
+``weights`` manifests compared file by file, by name, size and SHA-256; ``_weights_identity``); and, made in
+``_boot_preflight`` from the head's ``releases`` section,
 ``release`` (the boot serves the promoted release, or a candidate asked for, or rolls back to a known release)
 and ``rollback-images`` (the release a rollback would go to has its image on every node).
 
@@ -38,6 +40,8 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import CHECK as WEIGHTS_IDENTITY
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import identity
 
 GIB = 1024**3
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
@@ -54,6 +58,7 @@ CHECKS = (
     "limits",
     "fabric-ports",
     "weights",
+    "weights-identity",
     "release",
     "rollback-images",
 )
@@ -140,6 +145,8 @@ def preflight(
         lines.append(_fabric(host, node))
         lines.append(_weights(host, node, host_section.get("weights_path")))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
+    verdicts = identity(facts, [r["host"] for r in plan["ranks"]], host_section.get("weights_path"))
+    lines += [_line(WEIGHTS_IDENTITY, host, status, message) for host, (status, message) in verdicts.items()]
     lines += [dict(line) for line in more]
     lines = [_skipped(line) if line["check"] in skip else line for line in lines]
     failed = [line for line in lines if line["status"] == FAIL]

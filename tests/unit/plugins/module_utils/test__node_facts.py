@@ -441,10 +441,10 @@ def test_tool_resolution(tmp_path: pathlib.Path) -> None:
 
 
 # ---------------------------------------------------------------- memguard and ports (asked for by name)
-def test_memguard_ports_files_and_releases_are_gathered_only_when_named(tmp_path: pathlib.Path) -> None:
-    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports", "files", "releases"}
+def test_memguard_ports_files_releases_and_weights_are_gathered_only_when_named(tmp_path: pathlib.Path) -> None:
+    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports", "files", "releases", "weights"}
     node = gather(options(GB10, sections=("memory",), files=("/etc/hostname",)), FakeTools({}))
-    assert "memguard" not in node and "ports" not in node and "files" not in node and "releases" not in node
+    assert not {"memguard", "ports", "files", "releases", "weights"} & set(node)
     asked = gather(options(GB10, sections=("releases",), releases_dir=str(tmp_path / "none")), FakeTools({}))
     assert asked["releases"]["present"] is False and asked["releases"]["releases"] == []
 

@@ -188,6 +188,7 @@ def test_a_failing_or_hanging_gpu_is_a_fact(tmp_path: pathlib.Path, script: str,
             "files must be absolute paths, found ['etc/hosts', './x']",
         ),
         ({"files": ["~/.bashrc"]}, "files must be absolute paths, found ['~/.bashrc']"),
+        ({"weights_hash_seconds": -1}, "weights_hash_seconds must be 0 or more seconds, found -1.0"),
     ],
 )
 def test_invalid_options_fail(args: dict[str, Any], message: str) -> None:
@@ -300,3 +301,22 @@ def test_a_failing_ip_leaves_ipv4_unknown(tmp_path: pathlib.Path, script: str, e
     fabric = result["node"]["fabric"]
     assert fabric["error"] == error
     assert {facts["ipv4"] for facts in fabric["interfaces"].values()} == {None}
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_weights_end_to_end(tmp_path: pathlib.Path, check_mode: bool) -> None:
+    weights = tmp_path / "models"
+    weights.mkdir()
+    (weights / "config.json").write_text('{"num_hidden_layers": 43}\n')
+    cache = tmp_path / "cache"
+    args = {"sections": ["weights"], "weights_path": str(weights), "weights_cache_dir": str(cache)}
+    result = run_module({**args, "_ansible_check_mode": check_mode})
+    facts = result["node"]["weights"]
+    assert result["changed"] is False
+    assert facts["files"] == {
+        "config.json": {"size": 26, "sha256": hashlib.sha256(b'{"num_hidden_layers": 43}\n').hexdigest()}
+    }
+    assert facts["budget_seconds"] == 60.0
+    assert facts["cache"]["written"] is not check_mode and cache.exists() is not check_mode
+    again = run_module(args)["node"]["weights"]
+    assert again["from_cache"] == (0 if check_mode else 1)

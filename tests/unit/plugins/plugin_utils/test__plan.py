@@ -7,11 +7,14 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _vllm
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import fabric_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, hosts_from_inventory
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args, parse_serve_args
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm_serve_args import SERVE_OPTIONS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, edited
 
 
@@ -82,6 +85,48 @@ def test_tp8_renders_seed002() -> None:
     assert rank["environment"]["NCCL_MAX_NCHANNELS"] == "8"
     assert rank["environment"]["VLLM_FLASHINFER_AUTOTUNE"] == "0"
     assert rank["ulimits"]["nofile"] == {"soft": 1048576, "hard": 1048576}
+
+
+# Seed 002 section 1: "Beide configuraties gebruiken speculatieve decodering (speculative decoding) met DSpark k=5,
+# CUDA graphs (modus FULL_AND_PIECEWISE), en hebben vision en tool calling ingeschakeld." The seed names the mode,
+# not the flags: spark8 takes them from the boot10 recipe the seed says it adapts (the profile's sources cite it).
+# vLLM's CUDAGraphMode members (vllm/config/compilation.py); the serve logs in ../shared/hardware-samples print
+# the one used here as <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>.
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+
+@pytest.mark.parametrize("shape", ["tp8-300k", "tp8-1m"])
+def test_spark8_renders_seed002s_serving_options_as_vllm_0_33_flags(
+    shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = build_plan(load_profile(str(SPARK8)), shape, cluster(8))
+    # Lift the guard against serve_args that set what the collection renders: here every option of the rendered
+    # command, the collection's own included, is judged against vLLM 0.33.0's parser table, value and all.
+    monkeypatch.setattr(_vllm, "RENDERED_FLAGS", {})
+    monkeypatch.setattr(_vllm, "RENDERED_DESTS", {})
+    speculative = load_profile(str(SPARK8)).data["shapes"][shape]["speculative_config"]
+    k, seqs = speculative["num_speculative_tokens"], plan["ranks"][0]["agreement"]["--max-num-seqs"]
+    for rank in plan["ranks"]:
+        command = rank["command"]
+        assert command[:2] == ["serve", "/models/DeepSeek-V4.1-Flash"]
+        out = Collector("spark8")
+        check_serve_args(command[2:], (), f"{shape} rank {rank['rank']}", out)
+        assert [p.render() for p in out.items] == []
+        options = {arg.flag: arg.value for arg in parse_serve_args(command[2:])}
+        assert set(options) <= set(SERVE_OPTIONS)
+        graphs = json.loads(options["--compilation-config"])
+        assert graphs["cudagraph_mode"] == "FULL_AND_PIECEWISE" and graphs["cudagraph_mode"] in CUDAGRAPH_MODES
+        # an exact graph for every DSpark decode batch: multiples of k (drafts) and of k + 1 (verified tokens)
+        assert graphs["cudagraph_capture_sizes"] == sorted(
+            set(range(k, k * int(seqs) + 1, k)) | set(range(k + 1, (k + 1) * int(seqs) + 1, k + 1))
+        )
+        assert rank["environment"]["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
+        assert "--enforce-eager" not in options
+        # vision on: images accepted, the language model not served alone
+        assert json.loads(options["--limit-mm-per-prompt"]) == {"image": 4} and "--language-model-only" not in options
+        # tool calling on
+        assert "--enable-auto-tool-choice" in options and options["--tool-call-parser"] == "deepseek_v41"
+        assert json.loads(options["--speculative-config"]) == speculative
 
 
 HOST_CASES = {

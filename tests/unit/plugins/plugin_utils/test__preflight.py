@@ -69,6 +69,12 @@ def test_a_ready_cluster_passes_with_a_line_per_check_and_node() -> None:
     assert by(result, "mem-available", "spark-w1")["message"] == "MemAvailable 110.0 GiB, needs >= 100 GiB"
     assert by(result, "image-id", "all")["message"] == "the same image ID on 3 node(s): sha256:aa"
     assert by(result, "weights", "spark-head")["status"] == "SKIP"
+    assert by(result, "weights-identity", "spark-w2") == {
+        "check": "weights-identity",
+        "host": "spark-w2",
+        "status": "SKIP",
+        "message": "the profile names no host.weights_path",
+    }
     assert result["report"][0].startswith("PASS  node-facts")
 
 
@@ -125,6 +131,32 @@ def test_a_node_without_facts_or_image_fails() -> None:
     result = preflight({"spark-head": node(0), "spark-w2": missing}, PLAN, PROFILE.data)
     failed = {(line["check"], line["host"]) for line in result["failures"]}
     assert ("node-facts", "spark-w1") in failed and ("image-present", "spark-w2") in failed
+
+
+def test_weights_identity_is_a_line_per_node_and_can_be_skipped() -> None:
+    profile = {**PROFILE.data, "host": {**PROFILE.data["host"], "weights_path": "/models"}}
+    listed = {
+        "config.json": {"size": 1843, "sha256": "a" * 64},
+        "model.safetensors": {"size": 4096, "sha256": "b" * 64},
+    }
+    nodes = facts()
+    for i, host in enumerate(HOSTS):
+        nodes[host]["disk"] = {"path": "/models", "exists": True, "available_bytes": 900 * GIB}
+        files = copy.deepcopy(listed)
+        if i == 2:
+            files["model.safetensors"]["sha256"] = "c" * 64
+        nodes[host]["weights"] = {"path": "/models", "exists": True, "error": None, "files": files, "file_count": 2}
+    result = preflight(nodes, PLAN, profile)
+    assert [line["host"] for line in result["lines"] if line["check"] == "weights-identity"] == HOSTS
+    assert by(result, "weights-identity", "spark-head")["status"] == "PASS"
+    assert by(result, "weights-identity", "spark-w2")["message"].startswith(
+        "/models: 1 file(s) differ from the other nodes: model.safetensors: sha256 cccccccccccccccc..., expected "
+        "bbbbbbbbbbbbbbbb... (as on spark-head and spark-w1)"
+    )
+    assert result["failed"]
+    skipped = preflight(nodes, PLAN, profile, skip=["weights-identity"])
+    assert not skipped["failed"]
+    assert by(skipped, "weights-identity", "spark-w2")["message"].startswith("skipped on purpose (would be FAIL: ")
 
 
 # ---------------------------------------------------------------- the memory guard (node_facts' memguard section)
