@@ -12,8 +12,9 @@ short_description: Pause or resume a node's helper services and switch its memor
 version_added: 0.2.0
 description:
   - The boot's node-side phase changes, each one round trip, in the runbook's order.
-  - With O(helpers_state=stopped) (pause and arm) - stops the helper services that run, then clears the guard's
-    trip when O(guard_clear) asks for it, then switches the guard to O(guard_phase).
+  - With O(helpers_state=stopped) (pause and arm) - stops the helper services that run, reads MemAvailable again
+    (judged against O(mem_available_min_gib)), then clears the guard's trip when O(guard_clear) asks for it, then
+    switches the guard to O(guard_phase).
   - With O(helpers_state=started) (steady, or the undo) - switches the guard to O(guard_phase) first, then starts
     the helper services that do not run.
   - Every step runs whatever the one before it did (the undo needs all of them); the module fails at the end
@@ -35,6 +36,12 @@ options:
     type: str
     choices: [stopped, started]
     required: true
+  mem_available_min_gib:
+    description:
+      - With O(helpers_state=stopped), MemAvailable is read again once the helpers stopped (seed 000 pauses them so
+        that their memory comes back for the load) and returned as RV(mem_available_bytes); under this floor
+        (GiB) the step fails, naming what was found. Left out, it is read and not judged.
+    type: float
   guard_phase:
     description: The memory guard's phase to switch to; left out, the guard is not asked.
     type: str
@@ -106,6 +113,10 @@ guard_changed:
   description: Whether the guard's phase changed, or a trip was cleared (or would be, in check mode).
   returned: always
   type: bool
+mem_available_bytes:
+  description: MemAvailable (bytes, C(/proc/meminfo)) after the helpers stopped; null when it could not be read.
+  returned: when O(helpers_state=stopped), not in check mode
+  type: int
 rank:
   description: What C(dgxspark.cluster.rank_health) returns for O(rank_container) (C(running), C(status),
     C(exit_code), C(log_tail), ...), after the other steps.
@@ -123,6 +134,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import parse_meminfo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
 
@@ -164,6 +176,13 @@ class Node:
             return json.loads(out)
         except ValueError as error:
             raise OSError(f"the memory guard answered what is not JSON: {error}") from None
+
+    def mem_available(self) -> int | None:
+        try:
+            with open("/proc/meminfo", encoding="ascii") as handle:
+                return parse_meminfo(handle.read()).get("MemAvailable")
+        except (OSError, ValueError):
+            return None
 
     def rank(self, container: str) -> dict:
         engine = DockerEngine(socket_path(self.module.params["docker_host"]), 5.0)
@@ -225,7 +244,20 @@ def run(module: AnsibleModule, node: Node) -> dict:
         except (OSError, KeyError, TypeError) as error:
             result["errors"].append(f"guard: {error}")
 
-    steps = (helpers_step, guard_step) if wanted == "stopped" else (guard_step, helpers_step)
+    def memory_step() -> None:
+        if module.check_mode:
+            return
+        available = node.mem_available()
+        result["mem_available_bytes"] = available
+        floor = params.get("mem_available_min_gib")
+        if floor is not None and (available is None or available < floor * 1024**3):
+            found = "unknown" if available is None else f"{available / 1024**3:.1f} GiB"
+            result["errors"].append(
+                f"memory: MemAvailable {found} once the helpers stopped, under the {floor:g} GiB a rank needs to "
+                "start (host.min_mem_available_gib)"
+            )
+
+    steps = (helpers_step, memory_step, guard_step) if wanted == "stopped" else (guard_step, helpers_step)
     for step in steps:
         step()
     if params.get("rank_container"):
@@ -241,6 +273,7 @@ def main() -> None:
         argument_spec={
             "helpers": {"type": "list", "elements": "str", "default": []},
             "helpers_state": {"type": "str", "choices": ["stopped", "started"], "required": True},
+            "mem_available_min_gib": {"type": "float"},
             "guard_phase": {"type": "str", "choices": ["idle", "startup", "steady"]},
             "guard_clear": {"type": "bool", "default": False},
             "guard_command": {"type": "path", "default": "/usr/local/sbin/dgxspark-memguard"},

@@ -10,14 +10,27 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import run
 
-PARAMS = {"helpers": [], "guard_phase": None, "guard_clear": False, "rank_container": None}
+PARAMS = {
+    "helpers": [],
+    "guard_phase": None,
+    "guard_clear": False,
+    "rank_container": None,
+    "mem_available_min_gib": None,
+}
 
 
 class FakeNode:
     """systemctl and the guard's command as a node answers them; ``calls`` keeps their order."""
 
-    def __init__(self, units: dict[str, str], guard: dict[str, Any] | None, stuck: tuple[str, ...] = ()) -> None:
-        self.units, self.state, self.stuck, self.calls = dict(units), guard, stuck, []
+    def __init__(
+        self, units: dict[str, str], guard: dict[str, Any] | None, stuck: tuple[str, ...] = (), free: int = 0
+    ) -> None:
+        self.units, self.state, self.stuck, self.calls, self.free = dict(units), guard, stuck, [], free
+
+    def mem_available(self) -> int | None:
+        self.calls.append(("meminfo",))
+        # each helper stopped gives back 10 GiB
+        return self.free + 10 * 1024**3 * sum(1 for s in self.units.values() if s == "inactive")
 
     def states(self, units: list[str]) -> dict[str, str | None]:
         return {u: self.units.get(u, "inactive") for u in units}
@@ -54,7 +67,7 @@ def test_pause_stops_the_running_helpers_then_arms_the_guard() -> None:
     result = run(
         module(helpers=["comfy.service", "ollama.service"], helpers_state="stopped", guard_phase="startup"), node
     )
-    assert node.calls == [("stop", "comfy.service"), ("guard", "phase", "startup")]
+    assert node.calls == [("stop", "comfy.service"), ("meminfo",), ("guard", "phase", "startup")]
     assert result["changed"] and result["guard_changed"] and result["errors"] == []
     assert result["helpers"]["comfy.service"] == {"before": "active", "after": "inactive"}
     assert result["guard"]["phase"] == "startup"
@@ -91,7 +104,7 @@ def test_a_trip_is_cleared_only_when_asked_and_only_when_tripped() -> None:
     tripped = {"phase": "steady", "tripped": {"reason": "low"}}
     node = FakeNode({}, tripped)
     result = run(module(helpers_state="stopped", guard_phase="startup", guard_clear=True), node)
-    assert node.calls == [("guard", "status"), ("guard", "clear"), ("guard", "phase", "startup")]
+    assert node.calls == [("meminfo",), ("guard", "status"), ("guard", "clear"), ("guard", "phase", "startup")]
     assert result["guard"]["tripped"] is None
     node = FakeNode({}, {"phase": "idle", "tripped": None})
     run(module(helpers_state="stopped", guard_phase="startup", guard_clear=True), node)
@@ -128,3 +141,19 @@ def test_steady_looks_at_the_rank_last() -> None:
     )
     assert node.calls == [("guard", "phase", "steady"), ("start", "comfy.service"), ("rank", "vllm")]
     assert result["rank"]["status"] == "running"
+
+
+def test_memavailable_is_read_again_once_the_helpers_stopped() -> None:
+    """Seed 000: the helpers are paused so that their memory comes back for the load; under the floor after
+    the pause, the step fails (the boot's undo resumes them), and the guard is armed all the same."""
+    node = FakeNode({"comfy.service": "active", "ollama.service": "active"}, {"phase": "idle", "tripped": None})
+    params = {"helpers": ["comfy.service", "ollama.service"], "helpers_state": "stopped", "guard_phase": "startup"}
+    result = run(module(**params, mem_available_min_gib=15), node)
+    assert result["mem_available_bytes"] == 20 * 1024**3 and result["errors"] == []
+    node = FakeNode({"comfy.service": "active"}, {"phase": "idle", "tripped": None}, free=2 * 1024**3)
+    result = run(module(**{**params, "helpers": ["comfy.service"]}, mem_available_min_gib=100), node)
+    assert result["errors"] == [
+        "memory: MemAvailable 12.0 GiB once the helpers stopped, under the 100 GiB a rank needs to start "
+        "(host.min_mem_available_gib)"
+    ]
+    assert result["guard"]["phase"] == "startup"
