@@ -1,5 +1,5 @@
-# AWX resources and Galaxy packaging (issue 14). Included by the Makefile (`-include mk/*.mk`); both
-# checks are stages of `make test` (EXTRA_TEST_TARGETS below).
+# AWX resources, Galaxy packaging and the execution environment (issue 14). Included by the Makefile
+# (`-include mk/*.mk`); the three checks are stages of `make test` (EXTRA_TEST_TARGETS below).
 #
 #   make awx-resources      regenerate awx/resources.yml from the argument specs and inventories
 #                           (tools/awx/gen_resources.py; `make units` fails when it is out of date)
@@ -8,22 +8,36 @@
 #   make collection-check   build the collection, check what the tarball holds, install it into a clean
 #                           collections path, run plan.yml from there, galaxy-importer and antsibull-docs
 #                           lint-collection-docs (tools/packaging/check_collection.sh), in .venv-galaxy
-#   make venv-awx / venv-galaxy     the two side venvs, pinned by requirements/constraints-{awx,galaxy}-py313.txt
-#   make lock-awx / lock-galaxy     re-resolve requirements/{awx,galaxy}.in into those locks
-#   make clean-packaging            remove .venv-awx, .venv-galaxy and .build/collection
+#   make ee-context         the execution environment's build context in .build/ee: the collection built, the
+#                           collections it depends on staged, `ansible-builder create` (no image is built;
+#                           tools/packaging/ee_context.py), in .venv-builder
+#   make ee-check           ee-context, then tests/ee: the Containerfile starts from the local base image only,
+#                           the collections install offline as the EE's galaxy stage installs them, the Python
+#                           requirements are the pinned ones (requirements/constraints-ee-py313.txt)
+#   make venv-awx / venv-galaxy / venv-builder      the side venvs, pinned by
+#                           requirements/constraints-{awx,galaxy,builder}-py313.txt
+#   make lock-awx / lock-galaxy / lock-builder      re-resolve requirements/{awx,galaxy,builder}.in into those locks
+#   make lock-ee            re-resolve requirements/ee.in into constraints-ee-py313.txt (the EE's Python packages)
+#   make clean-packaging    remove the side venvs, .build/collection and the EE's context
 
 AWX_VENV    := .venv-awx
 AWX_REQS    := requirements/awx.in requirements/constraints-awx-py313.txt
 GALAXY_VENV := .venv-galaxy
 GALAXY_REQS := requirements/galaxy.in requirements/constraints-galaxy-py313.txt
+BUILDER_VENV := .venv-builder
+BUILDER_REQS := requirements/builder.in requirements/constraints-builder-py313.txt
+EE_STAGE     := .build/ee-collections
+EE_CONTEXT   := .build/ee
 # Stamps named after a hash of the requirement files, as the Makefile's VENV_STAMP (its req_hash is
 # defined after this file is included, so the hash is computed here).
 AWX_VENV_STAMP    := $(AWX_VENV)/.installed-$(shell cat $(AWX_REQS) 2>/dev/null | sha256sum | cut -c1-16)
 GALAXY_VENV_STAMP := $(GALAXY_VENV)/.installed-$(shell cat $(GALAXY_REQS) 2>/dev/null | sha256sum | cut -c1-16)
+BUILDER_VENV_STAMP := $(BUILDER_VENV)/.installed-$(shell cat $(BUILDER_REQS) 2>/dev/null | sha256sum | cut -c1-16)
 
-EXTRA_TEST_TARGETS += awx-check collection-check
+EXTRA_TEST_TARGETS += awx-check collection-check ee-check
 
-.PHONY: awx-resources awx-check collection-check venv-awx venv-galaxy lock-awx lock-galaxy clean-packaging
+.PHONY: awx-resources awx-check collection-check ee-context ee-check venv-awx venv-galaxy venv-builder lock-awx \
+        lock-galaxy lock-builder lock-ee clean-packaging
 
 awx-resources: venv ## regenerate awx/resources.yml (AWX job templates, surveys from the argument specs)
 	$(VENV)/bin/python tools/awx/gen_resources.py
@@ -35,6 +49,14 @@ awx-check: venv-awx ## awx/resources.yml through awxkit's `awx import` code agai
 collection-check: venv venv-galaxy ## build, install to a clean path, plan.yml from there, galaxy-importer, antsibull-docs lint
 	@printf '\n==> %s\n' "collection-check: the collection as Galaxy gets it (tools/packaging/check_collection.sh)"
 	tools/packaging/check_collection.sh $(VENV) $(GALAXY_VENV) .build/collection
+
+ee-context: venv venv-builder ## the execution environment's build context in .build/ee (ansible-builder create; no image)
+	@printf '\n==> %s\n' "ee-context: execution-environment.yml -> $(EE_CONTEXT) (tools/packaging/ee_context.py)"
+	$(VENV)/bin/python tools/packaging/ee_context.py --venv $(VENV) --builder-venv $(BUILDER_VENV) --context $(EE_CONTEXT)
+
+ee-check: ee-context ## .build/ee: local base only, collections install offline, pinned Python requirements (tests/ee)
+	@printf '\n==> %s\n' "ee-check: the execution environment's build context (tests/ee, $(BUILDER_VENV))"
+	EE_CHECK_VENV=$(VENV) EE_CHECK_CONTEXT=$(EE_CONTEXT) $(BUILDER_VENV)/bin/python -m pytest -p no:cacheprovider -o pythonpath= tests/ee
 
 venv-awx: $(AWX_VENV_STAMP) ## .venv-awx: awxkit (pinned) for make awx-check
 
@@ -60,6 +82,18 @@ $(GALAXY_VENV_STAMP):
 	$(GALAXY_VENV)/bin/python -m pip check
 	touch $@
 
+venv-builder: $(BUILDER_VENV_STAMP) ## .venv-builder: ansible-builder (pinned) for make ee-check
+
+$(BUILDER_VENV_STAMP):
+	@printf '\n==> %s\n' "venv-builder: $(BUILDER_VENV) from requirements/builder.in with $(PY313)"
+	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "venv-builder: no Python 3.13 found (looked in $(PYENV_ROOT)/versions and PATH); set PY313=/path/to/python3.13" >&2; exit 1; }
+	rm -rf $(BUILDER_VENV)
+	$(PY313) -m venv $(BUILDER_VENV)
+	$(BUILDER_VENV)/bin/python -m pip install -q -c requirements/constraints-builder-py313.txt pip
+	$(BUILDER_VENV)/bin/python -m pip install -q -r requirements/builder.in -c requirements/constraints-builder-py313.txt
+	$(BUILDER_VENV)/bin/python -m pip check
+	touch $@
+
 lock-awx: ## refresh requirements/constraints-awx-py313.txt (full pip freeze of awx.in)
 	tools/ci/lock.sh $(PY313) requirements/awx.in requirements/constraints-awx-py313.txt .build/lock-awx-py313
 	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-awx /' requirements/constraints-awx-py313.txt
@@ -68,5 +102,15 @@ lock-galaxy: ## refresh requirements/constraints-galaxy-py313.txt (full pip free
 	tools/ci/lock.sh $(PY313) requirements/galaxy.in requirements/constraints-galaxy-py313.txt .build/lock-galaxy-py313
 	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-galaxy /' requirements/constraints-galaxy-py313.txt
 
-clean-packaging: ## remove .venv-awx, .venv-galaxy and .build/collection
-	rm -rf $(AWX_VENV) $(GALAXY_VENV) .build/collection
+lock-builder: ## refresh requirements/constraints-builder-py313.txt (full pip freeze of builder.in)
+	tools/ci/lock.sh $(PY313) requirements/builder.in requirements/constraints-builder-py313.txt .build/lock-builder-py313
+	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-builder /' requirements/constraints-builder-py313.txt
+
+# The EE's lock leaves pip out: the EE's base image has Debian's pip, which pip cannot uninstall (no RECORD).
+lock-ee: ## refresh requirements/constraints-ee-py313.txt (full pip freeze of ee.in, without pip)
+	tools/ci/lock.sh $(PY313) requirements/ee.in requirements/constraints-ee-py313.txt .build/lock-ee-py313
+	sed -i -e 's/^# Regenerate with: make lock .*/# Regenerate with: make lock-ee   (do not edit by hand; pip left out: the base image has Debian'"'"'s)/' \
+	    -e '/^pip==/d' requirements/constraints-ee-py313.txt
+
+clean-packaging: ## remove the side venvs, .build/collection and the EE's context
+	rm -rf $(AWX_VENV) $(GALAXY_VENV) $(BUILDER_VENV) .build/collection $(EE_STAGE) $(EE_CONTEXT)

@@ -9,7 +9,7 @@ What the file holds (load it with `awx import -f yaml < awx/resources.yml`, READ
     variables that point into the checkout: dgxspark_profile (AWX gives the playbooks no inventory_dir
     in the repository, so the path starts from playbook_dir) and ansible_ssh_private_key_file (the
     machine credential gives the key);
-  - job templates for the playbooks named in TEMPLATES, each with a survey made from the argument spec
+  - job templates for the playbooks named in TEMPLATES, each with a survey made from the argument specs
     of what the playbook runs (SURVEY_RULES below), and the machine credential referred to by name;
   - the workflow preflight -> boot -> bench.
 
@@ -30,7 +30,6 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "awx" / "resources.yml"
-PLAYBOOK_SPECS = ROOT / "awx" / "playbook_argument_specs.yml"
 
 ORGANIZATION = "DGX Spark"
 PROJECT = "dgxspark.cluster"
@@ -40,42 +39,58 @@ CREDENTIAL = "dgxspark nodes (SSH)"
 DEFAULT_INVENTORY = "spark3"
 PREFIX = "dgxspark"
 
-# name -> (playbook, where its argument spec is, description). A spec is (file, entry point).
-TEMPLATES: dict[str, tuple[str, tuple[str, str], str]] = {
+BOOT_SPEC = ("roles/boot/meta/argument_specs.yml", "main")
+PLAYBOOK_SPEC = "awx/playbook_argument_specs.yml"
+# name -> (playbook, where its argument specs are, description). A spec is (file, entry point); a playbook
+# that imports another (rollback.yml imports boot.yml) has both, its own first.
+TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
     "preflight": (
         "playbooks/preflight.yml",
-        ("roles/boot/meta/argument_specs.yml", "main"),
+        (BOOT_SPEC,),
         "Read-only: validate the profile, plan every rank, check every node against the plan on one report. "
         "Run it before every change.",
     ),
     "boot": (
         "playbooks/boot.yml",
-        ("roles/boot/meta/argument_specs.yml", "main"),
+        (BOOT_SPEC,),
         "Boot the serving cluster from its profile: preflight, converge, workers, head, smoke; undo on any failure.",
     ),
     "stop": (
         "playbooks/stop.yml",
-        ("awx/playbook_argument_specs.yml", "stop"),
+        ((PLAYBOOK_SPEC, "stop"),),
         "Stop every rank the collection started and leave the memory guard idle.",
     ),
     "bench": (
         "playbooks/bench.yml",
-        ("awx/playbook_argument_specs.yml", "bench"),
+        ((PLAYBOOK_SPEC, "bench"),),
         "Benchmark the serving cluster: gate, warm-up, concurrency sweep, needle; results in the inventory's .bench.",
     ),
     "compare": (
         "playbooks/compare.yml",
-        ("awx/playbook_argument_specs.yml", "compare"),
+        ((PLAYBOOK_SPEC, "compare"),),
         "Compare the newest benchmark run with the one before it; fails on a regression.",
+    ),
+    "releases": (
+        "playbooks/releases.yml",
+        ((PLAYBOOK_SPEC, "releases"),),
+        "Read-only: list the cluster's releases kept on the head, or show one whole (profile as booted, plan, "
+        "images, history).",
+    ),
+    "rollback": (
+        "playbooks/rollback.yml",
+        ((PLAYBOOK_SPEC, "rollback"), BOOT_SPEC),
+        "Roll back to the previous promoted release, or a named one, through the boot's own preflight; the boot's "
+        "undo on any failure.",
     ),
 }
 # The workflow: each node runs on the success of the one before it.
 WORKFLOW = ("preflight", "boot", "bench")
-# Later (issue 14): promote, rollback, recover and window templates, when those playbooks exist; promote
-# is then the workflow's fourth node, after bench (see NOTE_LATER in the file's header).
+# Later (issue 14): promote, recover and window templates, when those playbooks exist; promote is then the
+# workflow's fourth node, after bench (see NOTE_LATER in the file's header).
 
 SURVEY_RULES = """\
-Survey questions are made from the argument spec of what each playbook runs:
+Survey questions are made from the argument specs of what each playbook runs (its own first, then
+  those of a playbook it imports):
   bool -> multiplechoice "true"/"false"; int -> integer; float -> float; str or path -> text
   (multiplechoice when the spec has choices; password when no_log); a list of str or int -> text,
   comma-separated (Ansible's list type splits a string on commas), multiselect when it has choices.
@@ -83,12 +98,14 @@ Survey questions are made from the argument spec of what each playbook runs:
   in); a question whose default is empty is optional, with no default (left blank, the playbook's
   default applies). Options without a literal default (computed from the inventory or the plan: a
   Jinja default or none) and dict-valued options have no question: give them as extra variables
-  (every template prompts for them)."""
+  (every template prompts for them). Nor has a variable the playbook sets itself (set_fact: rollback.yml
+  sets the boot's boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable
+  would take its place."""
 
 NOTE_LATER = """\
-Later: job templates for promote, rollback, recover and window go under job_templates when those
-playbooks exist (playbooks/promote.yml, ...), and promote becomes the workflow's fourth node, on the
-success of bench (workflow_job_templates -> related -> workflow_nodes)."""
+Later: job templates for promote, recover and window go under job_templates when those playbooks
+exist (playbooks/promote.yml, ...), and promote becomes the workflow's fourth node, on the success of
+bench (workflow_job_templates -> related -> workflow_nodes)."""
 
 
 def _org_key() -> dict[str, Any]:
@@ -126,6 +143,38 @@ def _dump_vars(data: dict[str, Any]) -> str:
 def load_spec(path: str, entry: str) -> dict[str, dict[str, Any]]:
     spec = yaml.safe_load((ROOT / path).read_text())
     return spec["argument_specs"][entry]["options"]
+
+
+def set_by_playbook(playbook: str) -> set[str]:
+    """The variables a playbook's own tasks set with set_fact (an extra variable would take their place)."""
+    names: set[str] = set()
+
+    def walk(tasks: list[dict[str, Any]] | None) -> None:
+        for task in tasks or []:
+            for section in ("block", "rescue", "always"):
+                walk(task.get(section))
+            for action in ("ansible.builtin.set_fact", "set_fact"):
+                if isinstance(task.get(action), dict):
+                    names.update(name for name in task[action] if name != "cacheable")
+
+    for play in yaml.safe_load((ROOT / playbook).read_text()) or []:
+        for section in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+            walk(play.get(section))
+    return names
+
+
+def template_options(template: str) -> dict[str, dict[str, Any]]:
+    """The options a template's survey is made from: its specs' in order, less what its playbook sets."""
+    playbook, specs, _description = TEMPLATES[template]
+    options: dict[str, dict[str, Any]] = {}
+    for spec_file, entry in specs:
+        for name, option in load_spec(spec_file, entry).items():
+            if name in options and options[name].get("default") != option.get("default"):
+                raise ValueError(f"{template}: {name} has another default in {spec_file} ({entry}) than before it")
+            options.setdefault(name, option)
+    for name in set_by_playbook(playbook):
+        options.pop(name, None)
+    return options
 
 
 def _literal(default: Any) -> bool:
@@ -177,7 +226,7 @@ def survey(template: str, spec: dict[str, dict[str, Any]]) -> dict[str, Any]:
     questions = [q for name, option in spec.items() if (q := question(name, option)) is not None]
     return {
         "name": f"{PREFIX} {template}",
-        "description": "Made from the argument spec of the playbook (tools/awx/gen_resources.py).",
+        "description": "Made from the argument specs of what the playbook runs (tools/awx/gen_resources.py).",
         "spec": questions,
     }
 
@@ -254,7 +303,7 @@ def inventory(name: str) -> dict[str, Any]:
 
 
 def job_template(template: str) -> dict[str, Any]:
-    playbook, (spec_file, entry), description = TEMPLATES[template]
+    playbook, _specs, description = TEMPLATES[template]
     name = f"{PREFIX} {template}"
     return {
         "name": name,
@@ -279,7 +328,7 @@ def job_template(template: str) -> dict[str, Any]:
         "natural_key": _key("job_template", name),
         "related": {
             "credentials": [_credential_key()],
-            "survey_spec": survey(template, load_spec(spec_file, entry)),
+            "survey_spec": survey(template, template_options(template)),
         },
     }
 

@@ -20,14 +20,22 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 RESOURCES = ROOT / "awx" / "resources.yml"
 PLAYBOOK_SPECS = ROOT / "awx" / "playbook_argument_specs.yml"
-# template -> (playbook, spec file, entry point): what each playbook runs
+BOOT = ("roles/boot/meta/argument_specs.yml", "main")
+PLAYBOOK = "awx/playbook_argument_specs.yml"
+# template -> (playbook, [(spec file, entry point), ...]): what each playbook runs, its own spec first
 SPECS = {
-    "dgxspark preflight": ("playbooks/preflight.yml", "roles/boot/meta/argument_specs.yml", "main"),
-    "dgxspark boot": ("playbooks/boot.yml", "roles/boot/meta/argument_specs.yml", "main"),
-    "dgxspark stop": ("playbooks/stop.yml", "awx/playbook_argument_specs.yml", "stop"),
-    "dgxspark bench": ("playbooks/bench.yml", "awx/playbook_argument_specs.yml", "bench"),
-    "dgxspark compare": ("playbooks/compare.yml", "awx/playbook_argument_specs.yml", "compare"),
+    "dgxspark preflight": ("playbooks/preflight.yml", [BOOT]),
+    "dgxspark boot": ("playbooks/boot.yml", [BOOT]),
+    "dgxspark stop": ("playbooks/stop.yml", [(PLAYBOOK, "stop")]),
+    "dgxspark bench": ("playbooks/bench.yml", [(PLAYBOOK, "bench")]),
+    "dgxspark compare": ("playbooks/compare.yml", [(PLAYBOOK, "compare")]),
+    "dgxspark releases": ("playbooks/releases.yml", [(PLAYBOOK, "releases")]),
+    # rollback.yml imports boot.yml
+    "dgxspark rollback": ("playbooks/rollback.yml", [(PLAYBOOK, "rollback"), BOOT]),
 }
+# What rollback.yml sets for the boot it imports (set_fact). Extra variables, a survey's answers among them,
+# take precedence over set_fact: a question for one of these would replace the release's own value.
+ROLLBACK_SETS = {"boot_profile_content", "boot_release", "boot_replace", "boot_shape"}
 # spec type -> the question types that can carry it
 QUESTION_TYPES = {
     "bool": {"multiplechoice"},
@@ -82,27 +90,57 @@ def test_the_file_is_the_generators_output() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _set_facts(playbook: str) -> set[str]:
+    """The names a playbook's tasks give ansible.builtin.set_fact (blocks included)."""
+    text = (ROOT / playbook).read_text()
+    names = set()
+    for match in re.finditer(r"^( *)(?:- )?(?:ansible\.builtin\.)?set_fact:\n((?:\1 {2,}\S.*\n)+)", text, re.M):
+        names.update(re.findall(r"^ *(\w+):", match[2], re.M))
+    return names - {"cacheable"}
+
+
+def _template_options(template: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The options of the template's specs (the first one that names an option gives it), less what the
+    playbook sets; and where each option comes from."""
+    playbook, specs = SPECS[template]
+    options: dict[str, dict[str, Any]] = {}
+    source: dict[str, str] = {}
+    for spec_file, entry in specs:
+        for name, option in _options(spec_file, entry).items():
+            if name not in options:
+                options[name], source[name] = option, f"{spec_file} {entry}"
+    for name in _set_facts(playbook):
+        options.pop(name, None)
+    return options, source
+
+
 def test_every_template_has_its_playbook_and_spec() -> None:
     assert set(TEMPLATES) == set(SPECS)
-    for name, (playbook, _spec, _entry) in SPECS.items():
+    for name, (playbook, _specs) in SPECS.items():
         assert TEMPLATES[name]["playbook"] == playbook
         assert (ROOT / playbook).is_file(), playbook
 
 
+def test_rollback_asks_nothing_it_sets() -> None:
+    assert _set_facts("playbooks/rollback.yml") == ROLLBACK_SETS
+    questions = {q["variable"] for q in TEMPLATES["dgxspark rollback"]["related"]["survey_spec"]["spec"]}
+    assert "dgxspark_release" in questions
+    assert not questions & ROLLBACK_SETS, f"the rollback survey asks for {sorted(questions & ROLLBACK_SETS)}"
+
+
 @pytest.mark.parametrize("template", sorted(SPECS))
 def test_survey_equals_spec(template: str) -> None:
-    _playbook, spec_file, entry = SPECS[template]
-    options = _options(spec_file, entry)
+    options, source = _template_options(template)
     questions = {q["variable"]: q for q in TEMPLATES[template]["related"]["survey_spec"]["spec"]}
-    expected = {name for name, option in options.items() if _askable(option)}
-    assert set(questions) == expected, (
-        f"{template}: questions {sorted(questions)} but {spec_file} ({entry}) gives {sorted(expected)}"
+    expected = [name for name, option in options.items() if _askable(option)]
+    assert list(questions) == expected, (
+        f"{template}: questions {list(questions)} but {SPECS[template][1]} give {expected} in this order"
     )
     problems = []
     for name, question in questions.items():
         option = options[name]
         kind = option.get("type", "str")
-        where = f"{template}: question {name} ({spec_file} {entry})"
+        where = f"{template}: question {name} ({source[name]})"
         if question["type"] not in QUESTION_TYPES[kind]:
             problems.append(f"{where}: type {question['type']}, spec type {kind}")
         if (question["type"] == "password") != bool(option.get("no_log")):
@@ -148,6 +186,9 @@ def _literal(expression: str) -> tuple[bool, Any]:
         ("bench", "playbooks/bench.yml", ("dgxspark_bench_",)),
         ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_")),
         ("stop", "playbooks/stop.yml", ("stop_",)),
+        ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir")),
+        # its own variables; what the boot it imports reads is the boot role's spec
+        ("rollback", "playbooks/rollback.yml", ("dgxspark_release", "boot_releases_dir")),
     ],
 )
 def test_playbook_spec_equals_playbook(entry: str, playbook: str, prefixes: tuple[str, ...]) -> None:
