@@ -82,11 +82,17 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
         "Roll back to the previous promoted release, or a named one, through the boot's own preflight; the boot's "
         "undo on any failure.",
     ),
+    "promote": (
+        "playbooks/promote.yml",
+        ((PLAYBOOK_SPEC, "promote"), (PLAYBOOK_SPEC, "bench"), BOOT_SPEC),
+        "Boot a candidate profile as a candidate release, benchmark it, compare its run with the promoted "
+        "release's (Welch, 3 %): promote it on a pass, else roll back to the promoted release.",
+    ),
 }
 # The workflow: each node runs on the success of the one before it.
-WORKFLOW = ("preflight", "boot", "bench")
-# Later (issue 14): promote, recover and window templates, when those playbooks exist; promote is then the
-# workflow's fourth node, after bench (see NOTE_LATER in the file's header).
+WORKFLOW = ("preflight", "boot", "bench", "promote")
+# Later (issue 14): recover and window templates, when those playbooks exist (see NOTE_LATER in the file's
+# header).
 
 SURVEY_RULES = """\
 Survey questions are made from the argument specs of what each playbook runs (its own first, then
@@ -96,16 +102,16 @@ Survey questions are made from the argument specs of what each playbook runs (it
   comma-separated (Ansible's list type splits a string on commas), multiselect when it has choices.
   The spec's default is the question's default and the question is required (the form starts filled
   in); a question whose default is empty is optional, with no default (left blank, the playbook's
-  default applies). Options without a literal default (computed from the inventory or the plan: a
+  default applies); a required option without a default (promote.yml's dgxspark_candidate) is a
+  required question with no default. Options without a literal default (computed from the inventory or the plan: a
   Jinja default or none) and dict-valued options have no question: give them as extra variables
   (every template prompts for them). Nor has a variable the playbook sets itself (set_fact: rollback.yml
   sets the boot's boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable
   would take its place."""
 
 NOTE_LATER = """\
-Later: job templates for promote, recover and window go under job_templates when those playbooks
-exist (playbooks/promote.yml, ...), and promote becomes the workflow's fourth node, on the success of
-bench (workflow_job_templates -> related -> workflow_nodes)."""
+Later: job templates for recover and window go under job_templates when those playbooks exist
+(playbooks/recover.yml, playbooks/window.yml)."""
 
 
 def _org_key() -> dict[str, Any]:
@@ -146,7 +152,8 @@ def load_spec(path: str, entry: str) -> dict[str, dict[str, Any]]:
 
 
 def set_by_playbook(playbook: str) -> set[str]:
-    """The variables a playbook's own tasks set with set_fact (an extra variable would take their place)."""
+    """The variables a playbook's tasks set with set_fact, those of the playbooks it imports included (promote.yml
+    imports rollback.yml): an extra variable would take their place."""
     names: set[str] = set()
 
     def walk(tasks: list[dict[str, Any]] | None) -> None:
@@ -158,6 +165,9 @@ def set_by_playbook(playbook: str) -> set[str]:
                     names.update(name for name in task[action] if name != "cacheable")
 
     for play in yaml.safe_load((ROOT / playbook).read_text()) or []:
+        imported = play.get("import_playbook") or play.get("ansible.builtin.import_playbook")
+        if imported:
+            names |= set_by_playbook(str(Path(playbook).parent / imported))
         for section in ("pre_tasks", "tasks", "post_tasks", "handlers"):
             walk(play.get(section))
     return names
@@ -187,7 +197,10 @@ def question(name: str, option: dict[str, Any]) -> dict[str, Any] | None:
     elements = option.get("elements", "str")
     choices = option.get("choices")
     default = option.get("default")
-    if "default" not in option or not _literal(default) or kind == "dict" or (kind == "list" and elements == "dict"):
+    given = option.get("required") and "default" not in option  # a required option: a question with no default
+    if not given and ("default" not in option or not _literal(default)):
+        return None
+    if kind == "dict" or (kind == "list" and elements == "dict"):
         return None
     q: dict[str, Any] = {
         "question_name": name,
@@ -217,7 +230,7 @@ def question(name: str, option: dict[str, Any]) -> dict[str, Any] | None:
     else:
         raise ValueError(f"{name}: no survey type for type {kind!r} (elements {elements!r}); extend SURVEY_RULES")
     if q.get("default") in ("", None):
-        q["required"] = False
+        q["required"] = bool(given)
         q.pop("default", None)
     return q
 

@@ -32,6 +32,8 @@ SPECS = {
     "dgxspark releases": ("playbooks/releases.yml", [(PLAYBOOK, "releases")]),
     # rollback.yml imports boot.yml
     "dgxspark rollback": ("playbooks/rollback.yml", [(PLAYBOOK, "rollback"), BOOT]),
+    # promote.yml imports boot.yml, bench.yml and rollback.yml
+    "dgxspark promote": ("playbooks/promote.yml", [(PLAYBOOK, "promote"), (PLAYBOOK, "bench"), BOOT]),
 }
 # What rollback.yml sets for the boot it imports (set_fact). Extra variables, a survey's answers among them,
 # take precedence over set_fact: a question for one of these would replace the release's own value.
@@ -56,11 +58,13 @@ def _options(spec_file: str, entry: str) -> dict[str, dict[str, Any]]:
 
 
 def _askable(option: dict[str, Any]) -> bool:
-    """An option has a question when it has a literal default and a value a form can hold."""
+    """An option has a question when it has a literal default, or is required without one, and a value a form
+    can hold."""
     default = option.get("default")
     templated = isinstance(default, str) and "{{" in default
     dict_valued = option.get("type") == "dict" or option.get("elements") == "dict"
-    return "default" in option and not templated and not dict_valued
+    required = bool(option.get("required")) and "default" not in option
+    return ("default" in option or required) and not templated and not dict_valued
 
 
 def _answer(question: dict[str, Any], option: dict[str, Any]) -> Any:
@@ -91,9 +95,12 @@ def test_the_file_is_the_generators_output() -> None:
 
 
 def _set_facts(playbook: str) -> set[str]:
-    """The names a playbook's tasks give ansible.builtin.set_fact (blocks included)."""
+    """The names a playbook's tasks give ansible.builtin.set_fact (blocks included), and those of the playbooks
+    it imports."""
     text = (ROOT / playbook).read_text()
     names = set()
+    for imported in re.findall(r"^- (?:name: .*\n  )?import_playbook: (\S+)$", text, re.M):
+        names |= _set_facts(str(Path(playbook).parent / imported))
     for match in re.finditer(r"^( *)(?:- )?(?:ansible\.builtin\.)?set_fact:\n((?:\1 {2,}\S.*\n)+)", text, re.M):
         names.update(re.findall(r"^ *(\w+):", match[2], re.M))
     return names - {"cacheable"}
@@ -123,6 +130,17 @@ def test_every_template_has_its_playbook_and_spec() -> None:
 
 def test_rollback_asks_nothing_it_sets() -> None:
     assert _set_facts("playbooks/rollback.yml") == ROLLBACK_SETS
+
+
+def test_promote_asks_nothing_it_or_its_rollback_sets() -> None:
+    """promote.yml boots the candidate with set_fact (boot_candidate, boot_replace, the profile) and may roll back
+    (rollback.yml's): a survey answer for any of them would replace it."""
+    sets = _set_facts("playbooks/promote.yml")
+    assert {"boot_candidate", "boot_replace", "boot_profile", "dgxspark_profile"} | ROLLBACK_SETS <= sets
+    [template] = [t for t in _resources()["job_templates"] if t["name"] == "dgxspark promote"]
+    asked = {question["variable"] for question in template["related"]["survey_spec"]["spec"]}
+    assert not asked & sets, asked & sets
+    assert "dgxspark_candidate" in asked
     questions = {q["variable"] for q in TEMPLATES["dgxspark rollback"]["related"]["survey_spec"]["spec"]}
     assert "dgxspark_release" in questions
     assert not questions & ROLLBACK_SETS, f"the rollback survey asks for {sorted(questions & ROLLBACK_SETS)}"
@@ -145,9 +163,12 @@ def test_survey_equals_spec(template: str) -> None:
             problems.append(f"{where}: type {question['type']}, spec type {kind}")
         if (question["type"] == "password") != bool(option.get("no_log")):
             problems.append(f"{where}: password question and no_log differ")
-        if _answer(question, option) != option["default"]:
+        if "default" not in option:  # a required option: a required question, nothing filled in
+            if not option.get("required") or not question["required"] or "default" in question:
+                problems.append(f"{where}: a required option without a default must be a required empty question")
+        elif _answer(question, option) != option["default"]:
             problems.append(f"{where}: default {question.get('default')!r}, spec default {option['default']!r}")
-        if question["required"] != ("default" in question):
+        elif question["required"] != ("default" in question):
             problems.append(f"{where}: required {question['required']} with default {question.get('default')!r}")
         spec_choices = ["true", "false"] if kind == "bool" else [str(c) for c in option.get("choices", [])]
         if question.get("choices", []) != spec_choices:
@@ -189,6 +210,8 @@ def _literal(expression: str) -> tuple[bool, Any]:
         ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir")),
         # its own variables; what the boot it imports reads is the boot role's spec
         ("rollback", "playbooks/rollback.yml", ("dgxspark_release", "boot_releases_dir")),
+        # dgxspark_release is what it sets for the rollback it may import, not a variable it reads
+        ("promote", "playbooks/promote.yml", ("dgxspark_candidate", "dgxspark_promote_", "boot_releases_dir")),
     ],
 )
 def test_playbook_spec_equals_playbook(entry: str, playbook: str, prefixes: tuple[str, ...]) -> None:
