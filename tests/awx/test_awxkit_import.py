@@ -98,7 +98,7 @@ def test_awx_import_creates_everything(caplog: pytest.LogCaptureFixture) -> None
         assert len(heads) == 1, f"{name}: the head group holds one host, found {heads}"
 
     templates = {t["name"]: t for t in awx.find("job_templates")}
-    names = ("preflight", "boot", "stop", "bench", "compare", "releases", "rollback")
+    names = ("preflight", "boot", "stop", "bench", "compare", "releases", "rollback", "promote")
     expected = {f"dgxspark {t}": f"playbooks/{t}.yml" for t in names}
     assert {n: t["playbook"] for n, t in templates.items()} == expected
     for name, template in templates.items():
@@ -110,13 +110,13 @@ def test_awx_import_creates_everything(caplog: pytest.LogCaptureFixture) -> None
     (workflow,) = awx.find("workflow_job_templates")
     nodes = {n["identifier"]: n for n in awx.find("workflow_job_template_nodes", workflow_job_template=workflow["id"])}
     assert {k: n["unified_job_template"] for k, n in nodes.items()} == {
-        step: templates[f"dgxspark {step}"]["id"] for step in ("preflight", "boot", "bench")
+        step: templates[f"dgxspark {step}"]["id"] for step in ("preflight", "boot", "bench", "promote")
     }
     chain = {
         k: [s["identifier"] for s in awx.linked("workflow_job_template_nodes", n["id"], "success_nodes")]
         for k, n in nodes.items()
     }
-    assert chain == {"preflight": ["boot"], "boot": ["bench"], "bench": []}
+    assert chain == {"preflight": ["boot"], "boot": ["bench"], "bench": ["promote"], "promote": []}
 
 
 def test_a_second_import_changes_nothing_it_should_not(caplog: pytest.LogCaptureFixture) -> None:
