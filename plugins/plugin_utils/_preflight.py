@@ -21,6 +21,8 @@ a guard not installed yet WARNs), ``port-free`` (the
 head's API port and the master port are not held by another process; held by the rank's own container
 that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's findings: release, pages,
 memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier),
+``fabric-not-management`` (no planned fabric port carries the address the boot connects to, ``ansible_host``,
+nor the node's IPv4 default route: the fabric role would take over the management interface),
 ``weights`` (the weights path exists); and, made in ``_boot_preflight`` from the head's ``releases`` section,
 ``release`` (the boot serves the promoted release, or a candidate asked for, or rolls back to a known release)
 and ``rollback-images`` (the release a rollback would go to has its image on every node).
@@ -37,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
 
 GIB = 1024**3
@@ -53,6 +56,7 @@ CHECKS = (
     "kernel",
     "limits",
     "fabric-ports",
+    "fabric-not-management",
     "weights",
     "release",
     "rollback-images",
@@ -95,11 +99,13 @@ def preflight(
     skip: Sequence[str] = (),
     clear_trip: bool = False,
     more: Sequence[Mapping[str, str]] = (),
+    management: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Every check on every rank's host; ``failed`` when any check FAILs; ``as_planned``: host to whether
         its rank already serves exactly as planned. ``replace``: the operator asked to replace a previous
         container; ``clear_trip``: to clear a tripped memory guard (the boot does it); ``more``: lines of checks made
-    elsewhere on the same facts (the releases'), reported and judged with these."""
+    elsewhere on the same facts (the releases'), reported and judged with these; ``management``: host to the
+    address the boot connects to (``ansible_host``, else the inventory name, which is the default here)."""
     unknown = sorted(set(skip) - set(CHECKS))
     if unknown:
         raise ValueError(f"unknown preflight checks to skip: {', '.join(unknown)} (known: {', '.join(CHECKS)})")
@@ -138,6 +144,7 @@ def preflight(
         lines.append(_ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace))
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
+        lines.append(_fabric_apart(host, node, (management or {}).get(host) or host))
         lines.append(_weights(host, node, host_section.get("weights_path")))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
     lines += [dict(line) for line in more]
@@ -583,6 +590,70 @@ def _fabric(host: str, node: Mapping[str, Any]) -> dict[str, str]:
     if down:
         return _line("fabric-ports", host, FAIL, f"no carrier on {', '.join(down)}")
     return _line("fabric-ports", host, PASS, f"carrier on {', '.join(sorted(ports))}")
+
+
+FABRIC_APART_FIX = (
+    "plan the fabric on ports that do not carry management (dgxspark_fabric_cabling names them), or manage the "
+    f"node on another interface ({MANAGEMENT_VAR})"
+)
+
+
+def _fabric_apart(host: str, node: Mapping[str, Any], management: str) -> dict[str, str]:
+    """``fabric-not-management``: no planned fabric port carries the address the boot connects to, and none
+    holds the node's IPv4 default route. The fabric role takes its ports over (their addresses, MTU 9000,
+    their netplan or networkd file), so a management interface among them would lose the connection the
+    boot runs on, and NCCL would share it with SSH."""
+    fabric = node.get("fabric")
+    ports = fabric.get("interfaces") if isinstance(fabric, Mapping) else None
+    if not isinstance(ports, Mapping) or not ports:
+        return _line("fabric-not-management", host, WARN, "could not check: node_facts gathered no fabric ports")
+    names = sorted(ports)
+    address = management_ip(management)
+    unknown = [name for name in names if not isinstance(ports[name].get("ipv4"), list)]
+    carrying = [
+        name
+        for name in names
+        if name not in unknown and any(str(a).split("/", 1)[0] == address for a in ports[name]["ipv4"])
+    ]
+    routes = fabric.get("default_routes")
+    routes = [r for r in routes if isinstance(r, Mapping)] if isinstance(routes, list) else None
+    routed = sorted({str(r.get("interface")) for r in routes or [] if r.get("interface") in ports})
+    found = []
+    if carrying:
+        found.append(
+            f"{', '.join(carrying)} carr{'ies' if len(carrying) == 1 else 'y'} the management address {address}"
+        )
+    if routed:
+        found.append(f"the IPv4 default route leaves by {', '.join(routed)}")
+    if found:
+        return _line(
+            "fabric-not-management",
+            host,
+            FAIL,
+            f"a planned fabric port is the management interface: {'; '.join(found)}; the fabric role would take it "
+            f"over (its addresses, MTU 9000) and could cut the connection the boot runs on; {FABRIC_APART_FIX}",
+        )
+    checked, unchecked = [], []
+    if address is None:
+        unchecked.append(f"the management address {management} is a name (not resolved here)")
+    elif ":" in address:
+        unchecked.append(f"the management address {address} is IPv6 (node_facts reads the ports' IPv4 addresses)")
+    elif unknown:
+        unchecked.append(
+            f"the IPv4 addresses of {', '.join(unknown)} are unknown ({fabric.get('error') or 'not gathered'})"
+        )
+    else:
+        checked.append(f"the management address {address} is on none of the planned ports ({', '.join(names)})")
+    if routes is None:
+        unchecked.append("the default routes are unknown (node_facts read no /proc/net/route)")
+    elif routes:
+        checked.append(f"the IPv4 default route leaves by {routes[0].get('interface')}")
+    else:
+        checked.append("there is no IPv4 default route")
+    if not checked:
+        return _line("fabric-not-management", host, WARN, f"could not check: {'; '.join(unchecked)}")
+    more = f"; not compared: {'; '.join(unchecked)}" if unchecked else ""
+    return _line("fabric-not-management", host, PASS, "; ".join(checked) + more)
 
 
 def _weights(host: str, node: Mapping[str, Any], path: str | None) -> dict[str, str]:
