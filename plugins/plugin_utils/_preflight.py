@@ -6,26 +6,27 @@ One line per check and per node, PASS, FAIL, WARN or SKIP with the reason; a che
 says so and what it would have been. Nothing here touches a node: it reads what node_facts gathered.
 
 Checks (names for ``skip``): ``node-facts`` (the node answered), ``docker`` (its engine answers),
-``mem-available`` (the profile's ``host.min_mem_available_gib``; seed 000: 100 GiB; only for a rank that
-must start: a rank already serving exactly as planned passes whatever its MemAvailable),
-``previous-container`` (none of the rank's name, unless it already serves exactly as planned or the
-operator asked to replace it; one that differs is shown field by field, ``field: running → planned``, for
-the image, the engine's command, the environment and the labels, secret-looking values as ``***``),
-``image-present`` (the image is on the node: boots never pull), ``image-id`` (the same image ID on every
-node), ``guard-tripped`` (the memory guard is not tripped and is up: a trip FAILs with its time, reason and
-samples unless the operator asked to clear it; a guard that is down - its state stale or its pid gone, or
-its unit failed - FAILs with the unit's result and restarts and says to read ``journalctl`` and
-``systemctl reset-failed`` it; a guard up whose health is not ok FAILs when its peer listener does not
-listen or a peer's trip was refused for clock skew, and WARNs for other problems, write errors included;
-a guard not installed yet WARNs), ``port-free`` (the
-head's API port and the master port are not held by another process; held by the rank's own container
-that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's findings: release, pages,
-memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier),
-``fabric-not-management`` (no planned fabric port carries the address the boot connects to, ``ansible_host``,
-nor the node's IPv4 default route: the fabric role would take over the management interface),
-``weights`` (the weights path exists); and, made in ``_boot_preflight`` from the head's ``releases`` section,
-``release`` (the boot serves the promoted release, or a candidate asked for, or rolls back to a known release)
-and ``rollback-images`` (the release a rollback would go to has its image on every node).
+``mem-available`` (the profile's ``host.min_mem_available_gib``; seed 000: 100 GiB; only for a rank that must
+start: a rank already serving exactly as planned passes whatever its MemAvailable), ``previous-container``
+(none of the rank's name, unless it already serves exactly as planned or the operator asked to replace it; one
+that differs is shown field by field, ``field: running → planned``, for the image, the engine's command, the
+environment and the labels, secret-looking values as ``***``), ``image-present`` (the image is on the node:
+boots never pull; found as docker_container finds it, by tag, by repository digest or by ID, so a profile that
+names the image by digest FAILs a node holding another build), ``image-id`` (the same image ID on every node),
+``guard-tripped`` (the memory guard is not tripped and is up: a trip FAILs with its time, reason and samples
+unless the operator asked to clear it; a guard that is down - its state stale or its pid gone, or its unit
+failed - FAILs with the unit's result and restarts and says to read ``journalctl`` and ``systemctl
+reset-failed`` it; a guard up whose health is not ok FAILs when its peer listener does not listen or a peer's
+trip was refused for clock skew, and WARNs for other problems, write errors included; a guard not installed
+yet WARNs), ``port-free`` (the head's API port and the master port are not held by another process; held by
+the rank's own container that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's
+findings: release, pages, memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX
+ports have carrier), ``fabric-not-management`` (no planned fabric port carries the address the boot connects
+to, ``ansible_host``, nor the node's IPv4 default route: the fabric role would take over the management
+interface), ``weights`` (the weights path exists); and, made in ``_boot_preflight`` from the head's
+``releases`` section, ``release`` (the boot serves the promoted release, or a candidate asked for, or rolls
+back to a known release) and ``rollback-images`` (the release a rollback would go to has its image on every
+node).
 
 ``guard-tripped`` reads node_facts' ``memguard`` section and ``port-free`` its ``ports`` section (asked for
 the plan's ports): a node whose facts lack them WARNs that the check could not be made.
@@ -39,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image, near_misses, parse_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
 
@@ -470,7 +472,7 @@ def _image_drift(rank: Mapping[str, Any], found: Mapping[str, Any], docker: Mapp
     running, planned = found.get("image"), rank["image"]
     if running is not None and running != planned:
         return [f"image: {running} → {planned}"]
-    planned_id = next((i.get("id") for i in docker.get("images") or [] if planned in (i.get("tags") or [])), None)
+    planned_id = (find_image(docker.get("images") or [], planned) or {}).get("id")
     running_id = found.get("image_id")
     if running_id and planned_id and running_id != planned_id:
         return [
@@ -532,19 +534,37 @@ def _masked(value: str | None, secret: bool) -> str:
 
 
 def _image(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
+    """``image-present``: the node has the image the rank names, found as docker_container finds it (by tag, by
+    repository digest or by ID: ``_images``); a profile that names it by digest FAILs a node that holds another
+    build of it, or the same image without the repository digest the module looks for."""
     image = rank["image"]
-    for item in docker.get("images", []):
-        if image in item.get("tags", []):
-            return _line("image-present", host, PASS, f"{image} is {item.get('id')}"), item.get("id")
-    return (
-        _line(
-            "image-present",
-            host,
-            FAIL,
-            f"{image} is not on this node (a boot never pulls): playbooks/images.yml streams it from the head",
-        ),
-        None,
-    )
+    ref = parse_reference(image)
+    images = docker.get("images") or []
+    found = find_image(images, image)
+    if found is not None:
+        if ref.by_id:
+            names = ", ".join(found.get("tags") or []) or "untagged"
+            return _line("image-present", host, PASS, f"image {image} is here ({names})"), found.get("id")
+        return _line("image-present", host, PASS, f"{image} is {found.get('id')}"), found.get("id")
+    never = "(a boot never pulls): playbooks/images.yml streams it from the head"
+    missed = near_misses(images, image)
+    if ref.digest and not ref.by_id and missed:
+        if any(m.startswith(f"{ref.digest} ") for m in missed):
+            why = (
+                f"image {ref.digest} is here, but without the repository digest {ref.wanted}, which is what "
+                "docker_container looks for (repository digests come from a registry, by a pull or a push); name "
+                f"the image by its ID alone ({ref.digest}) in the profile"
+            )
+        else:
+            why = (
+                f"no image of that name here carries digest {ref.digest}, only {'; '.join(missed)}: another build, "
+                "or the same one copied without a registry, which keeps no repository digest; put the named image "
+                "there (a boot never pulls), or name the image by its ID (docker image ls --no-trunc shows it) in "
+                "the profile"
+            )
+        return _line("image-present", host, FAIL, f"{image} is not on this node as named: {why}"), None
+    what = f"image {image}" if ref.by_id else image
+    return _line("image-present", host, FAIL, f"{what} is not on this node {never}"), None
 
 
 def _image_ids(image_ids: Mapping[str, str], hosts: Sequence[str]) -> list[dict[str, str]]:
