@@ -112,6 +112,7 @@ def preflight(
     if unknown:
         raise ValueError(f"unknown preflight checks to skip: {', '.join(unknown)} (known: {', '.join(CHECKS)})")
     host_section = profile.get("host", {})
+    waivers = profile.get("waivers") or {}
     floor = float(host_section.get("min_mem_available_gib", 100))
     expect = {**(host_section.get("kernel") or {})}
     lines: list[dict[str, str]] = []
@@ -146,7 +147,7 @@ def preflight(
         lines.append(_ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace))
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
-        lines.append(_fabric_apart(host, node, (management or {}).get(host) or host))
+        lines.append(_fabric_apart(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
         lines.append(_weights(host, node, host_section.get("weights_path")))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
     lines += [dict(line) for line in more]
@@ -612,21 +613,23 @@ def _fabric(host: str, node: Mapping[str, Any]) -> dict[str, str]:
     return _line("fabric-ports", host, PASS, f"carrier on {', '.join(sorted(ports))}")
 
 
+FABRIC_APART = "fabric-not-management"
 FABRIC_APART_FIX = (
     "plan the fabric on ports that do not carry management (dgxspark_fabric_cabling names them), or manage the "
     f"node on another interface ({MANAGEMENT_VAR})"
 )
 
 
-def _fabric_apart(host: str, node: Mapping[str, Any], management: str) -> dict[str, str]:
+def _fabric_apart(host: str, node: Mapping[str, Any], management: str, waived: str | None = None) -> dict[str, str]:
     """``fabric-not-management``: no planned fabric port carries the address the boot connects to, and none
     holds the node's IPv4 default route. The fabric role takes its ports over (their addresses, MTU 9000,
     their netplan or networkd file), so a management interface among them would lose the connection the
-    boot runs on, and NCCL would share it with SSH."""
+    boot runs on, and NCCL would share it with SSH. A profile that waives the plan's check of the same name
+    (``waivers``, with the reason ``waived``) gets a WARN that repeats the reason instead of a FAIL."""
     fabric = node.get("fabric")
     ports = fabric.get("interfaces") if isinstance(fabric, Mapping) else None
     if not isinstance(ports, Mapping) or not ports:
-        return _line("fabric-not-management", host, WARN, "could not check: node_facts gathered no fabric ports")
+        return _line(FABRIC_APART, host, WARN, "could not check: node_facts gathered no fabric ports")
     names = sorted(ports)
     address = management_ip(management)
     unknown = [name for name in names if not isinstance(ports[name].get("ipv4"), list)]
@@ -646,13 +649,13 @@ def _fabric_apart(host: str, node: Mapping[str, Any], management: str) -> dict[s
     if routed:
         found.append(f"the IPv4 default route leaves by {', '.join(routed)}")
     if found:
-        return _line(
-            "fabric-not-management",
-            host,
-            FAIL,
+        message = (
             f"a planned fabric port is the management interface: {'; '.join(found)}; the fabric role would take it "
-            f"over (its addresses, MTU 9000) and could cut the connection the boot runs on; {FABRIC_APART_FIX}",
+            f"over (its addresses, MTU 9000) and could cut the connection the boot runs on; {FABRIC_APART_FIX}"
         )
+        if waived:
+            return _line(FABRIC_APART, host, WARN, f"waived {FABRIC_APART} ({waived}): {message}")
+        return _line(FABRIC_APART, host, FAIL, message)
     checked, unchecked = [], []
     if address is None:
         unchecked.append(f"the management address {management} is a name (not resolved here)")
@@ -671,9 +674,9 @@ def _fabric_apart(host: str, node: Mapping[str, Any], management: str) -> dict[s
     else:
         checked.append("there is no IPv4 default route")
     if not checked:
-        return _line("fabric-not-management", host, WARN, f"could not check: {'; '.join(unchecked)}")
+        return _line(FABRIC_APART, host, WARN, f"could not check: {'; '.join(unchecked)}")
     more = f"; not compared: {'; '.join(unchecked)}" if unchecked else ""
-    return _line("fabric-not-management", host, PASS, "; ".join(checked) + more)
+    return _line(FABRIC_APART, host, PASS, "; ".join(checked) + more)
 
 
 def _weights(host: str, node: Mapping[str, Any], path: str | None) -> dict[str, str]:

@@ -711,3 +711,18 @@ def test_fabric_not_management_stops_the_boot_and_can_be_skipped_by_name() -> No
     skipped = preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, skip=[CHECK], management=managed)
     assert not skipped["failed"]
     assert by(skipped, CHECK, "spark-w1")["message"].startswith("skipped on purpose (would be FAIL: a planned fabric")
+
+
+def test_a_profile_that_waives_fabric_not_management_gets_a_warning_with_its_reason() -> None:
+    """The plan's waiver of the same name (a one-port lab rig) carries to the preflight: WARN, the reason repeated."""
+    worker = node(1)
+    worker["fabric"] = copy.deepcopy(GB10_FABRIC)
+    waived = {**PROFILE.data, "waivers": {CHECK: "a one-port lab rig"}}
+    result = preflight(facts(**{"spark-w1": worker}), PLAN, waived, management={"spark-w1": "192.168.100.10"})
+    assert not result["failed"]
+    line = by(result, CHECK, "spark-w1")
+    assert line["status"] == "WARN"
+    assert line["message"] == (
+        "waived fabric-not-management (a one-port lab rig): a planned fabric port is the management interface: "
+        f"enp1s0f0np0 carries the management address 192.168.100.10; {FIX}"
+    )
