@@ -17,6 +17,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_pref
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
     WORKERS_GROUP,
+    connects_to,
     hosts_from_inventory,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
@@ -92,7 +93,14 @@ class ActionModule(ActionBase):
             plan, profile.sha256, facts, args["candidate"], args["release"] or None
         )
         verdict = preflight(
-            facts, plan, profile.data, args["replace"], args["skip"], args["clear_trip"], more=release_lines
+            facts,
+            plan,
+            profile.data,
+            args["replace"],
+            args["skip"],
+            args["clear_trip"],
+            more=release_lines,
+            management={h.name: connects_to(h) for h in hosts},
         )
         images = _boot_preflight.image_ids(plan, facts)
         by = args["by"] or _controller_user(task_vars)

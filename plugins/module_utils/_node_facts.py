@@ -6,8 +6,8 @@ No Ansible imports: the module gives a :class:`Runner` (its ``run_command``) and
 sysfs are read under ``proc_root``/``sys_root`` so a test can point them at a fixture tree. Three processes
 at most (``nvidia-smi``, ``systemctl show`` and ``ip -j -4 addr show``, one call each); the Docker engine is
 asked over its socket; the memory guard is read from its files (never asked), listening sockets from
-/proc/net/tcp and tcp6, the ``files`` asked for are stat'ed and hashed, and the weights directory's files are
-listed and hashed within a time budget (``_weights_manifest``).
+/proc/net/tcp and tcp6, the IPv4 default routes from /proc/net/route, the ``files`` asked for are stat'ed and
+hashed, and the weights directory's files are listed and hashed within a time budget (``_weights_manifest``).
 A missing tool or device is a fact (``present: false`` with an ``error``); an unexpected read error is
 reported in ``problems`` and leaves the value null. Nothing is changed on the node but the ``weights``
 section's own cache of the hashes it took (never in check mode).
@@ -43,6 +43,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi impor
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     CAP_SYS_RESOURCE,
+    default_routes,
     memory_facts,
     parse_cap_eff,
     parse_cmdline,
@@ -50,6 +51,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     parse_meminfo,
     parse_modules,
     parse_page_size,
+    parse_routes,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import (
     DEFAULT_DIRECTORY as DEFAULT_RELEASES_DIR,
@@ -356,7 +358,20 @@ class _Gatherer:
             facts["gid_ipv4"] = sorted({entry["ipv4"] for entry in rdma["roce_v2_ipv4"] if entry["netdev"] == name})
             facts["ipv4"] = None if addresses is None else list(addresses.get(name, []))
             interfaces[name] = facts
-        return {"interfaces": interfaces, "error": error}
+        return {"interfaces": interfaces, "error": error, "default_routes": self.default_routes()}
+
+    def default_routes(self) -> list[dict[str, Any]] | None:
+        """The IPv4 default routes of the main table (/proc/net/route), preferred first; None when unreadable.
+        A preflight reads them to tell a fabric port that is the management interface."""
+        path = self.proc("net", "route")
+        text = self.files.read(path, "fabric")
+        if text is None:
+            return None
+        try:
+            return default_routes(parse_routes(text))
+        except ValueError as error:
+            self.parse_problem("fabric", path, error)
+            return None
 
     def ipv4_addresses(self) -> tuple[dict[str, list[str]] | None, str | None]:
         """Every interface's IPv4 addresses from one ``ip -j -4 addr show``, or (None, why not)."""

@@ -1,6 +1,7 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Parsers for procfs text: /proc/meminfo, /proc/cmdline, /proc/modules, /proc/<pid>/limits, smaps.
+"""Parsers for procfs text: /proc/meminfo, /proc/cmdline, /proc/modules, /proc/<pid>/limits, smaps,
+/proc/net/route.
 
 Pure functions of the file's text (formats as proc(5) documents them); a line that does not fit raises
 ``ValueError`` naming the line.
@@ -9,6 +10,8 @@ Pure functions of the file's text (formats as proc(5) documents them); a line th
 from __future__ import annotations
 
 import re
+import socket
+import struct
 from dataclasses import dataclass
 
 # /proc/meminfo keys the memory facts report, and the fact each becomes (bytes).
@@ -189,3 +192,58 @@ def parse_cgroup_container(text: str) -> str | None:
         if found:
             return str(found[-1])
     return None
+
+
+# /proc/net/route (net/ipv4/fib_trie.c, fib_route_seq_show): a header, then one line per IPv4 route of the main
+# table, tab-separated: Iface, Destination, Gateway, Flags, RefCnt, Use, Metric, Mask, MTU, Window, IRTT. The
+# addresses are the kernel's network-order words printed as native-order hex (%08X), so on a little-endian
+# machine (x86_64, a GB10's arm64) 192.0.2.1 reads 010200C0; ``*`` names a route without a device.
+ROUTE_FIELDS = ("Iface", "Destination", "Gateway", "Flags", "RefCnt", "Use", "Metric", "Mask", "MTU", "Window", "IRTT")
+RTF_GATEWAY = 0x2
+
+
+@dataclass(frozen=True)
+class Route:
+    interface: str
+    destination: str
+    mask: str
+    gateway: str | None
+    """None for a route on the link itself (no RTF_GATEWAY)."""
+    metric: int
+
+    @property
+    def default(self) -> bool:
+        return self.destination == "0.0.0.0" and self.mask == "0.0.0.0"
+
+
+def _route_address(word: str) -> str:
+    return socket.inet_ntoa(struct.pack("=I", int(word, 16)))
+
+
+def parse_routes(text: str) -> list[Route]:
+    """/proc/net/route, read on the machine that wrote it (its byte order); the header line is checked."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    if tuple(lines[0].split()) != ROUTE_FIELDS:
+        raise ValueError(f"not the /proc/net/route header: {lines[0].strip()!r}")
+    routes: list[Route] = []
+    for line in lines[1:]:
+        fields = line.split()
+        try:
+            if len(fields) != len(ROUTE_FIELDS):
+                raise ValueError
+            flags = int(fields[3], 16)
+            gateway = _route_address(fields[2]) if flags & RTF_GATEWAY else None
+            routes.append(
+                Route(fields[0], _route_address(fields[1]), _route_address(fields[7]), gateway, int(fields[6]))
+            )
+        except (ValueError, struct.error):
+            raise ValueError(f"not a /proc/net/route line: {line.strip()!r}") from None
+    return routes
+
+
+def default_routes(routes: list[Route]) -> list[dict[str, object]]:
+    """The IPv4 default routes, the one the kernel prefers (lowest metric) first."""
+    found = sorted((r for r in routes if r.default), key=lambda r: r.metric)
+    return [{"interface": r.interface, "gateway": r.gateway, "metric": r.metric} for r in found]

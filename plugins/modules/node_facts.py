@@ -14,14 +14,14 @@ description:
   - One task per host reads memory (C(MemTotal), C(MemAvailable)), the kernel (release, page size, command line,
     loaded modules, the NVIDIA driver and memory-saver module), the GPU (identity, memory, driver and clocks from
     one C(nvidia-smi) call), RDMA devices (port state, rate, the GID table with RoCE v2 IPv4 entries), each fabric
-    netdev (carrier, speed, MTU, IPv4 addresses), the Docker engine (containers with names, image IDs, state and
-    labels; images; the serving container in detail), the resource limits of the module's process and of
-    C(dockerd) and C(containerd), free disk where the weights live, the state of the helper services, the memory
-    guard's state and trip (from its files), the listening TCP sockets on the ports asked for with the process
-    and container holding each, the existence, type, mode, owner, size and SHA-256 of the O(files) asked
-    for, and a manifest of the weights directory (each file's relative name, size and SHA-256) - so that a
-    controller can tell from one round trip whether a role would change anything on the node, and whether
-    every node holds the same weights.
+    netdev (carrier, speed, MTU, IPv4 addresses) and the IPv4 default routes, the Docker engine (containers with
+    names, image IDs, state and labels; images; the serving container in detail), the resource limits of the
+    module's process and of C(dockerd) and C(containerd), free disk where the weights live, the state of the
+    helper services, the memory guard's state and trip (from its files), the listening TCP sockets on the ports
+    asked for with the process and container holding each, the existence, type, mode, owner, size and SHA-256
+    of the O(files) asked for, and a manifest of the weights directory (each file's relative name, size and
+    SHA-256) - so that a controller can tell from one round trip whether a role would change anything on the
+    node, and whether every node holds the same weights.
   - Reads procfs and sysfs directly and runs at most three commands (one C(nvidia-smi --query-gpu), one
     C(systemctl show) for all O(services) and one C(ip -j -4 addr show) for all fabric netdevs); the Docker
     engine is asked over its socket. Gathering takes tens of milliseconds (C(nvidia-smi) itself aside); the
@@ -325,10 +325,16 @@ node:
           C(ip -j -4 addr show); empty when it has none, null when C(ip) could not tell).
         - C(error), why C(ipv4) is null (C(ip) not found, exited non-zero, timed out, unreadable output); null
           otherwise.
+        - C(default_routes), the IPv4 default routes of the main routing table (from C(/proc/net/route)), the one
+          the kernel prefers (lowest metric) first, each with C(interface), C(gateway) and C(metric); empty when
+          there is none, null when the file cannot be read. A preflight compares them with the planned fabric
+          ports (a fabric port must not be the management interface).
       returned: when asked for
       type: dict
       sample:
         error: null
+        default_routes:
+          - {interface: wlP9s9, gateway: 192.168.10.254, metric: 600}
         interfaces:
           enp1s0f0np0: {present: true, operstate: up, carrier: true, speed_mbps: 200000, mtu: 9000,
                         address: "30:c5:99:3e:6a:13", rdma_device: rocep1s0f0, gid_ipv4: [192.168.100.10],

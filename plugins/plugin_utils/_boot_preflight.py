@@ -21,6 +21,7 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _releases
 from ansible_collections.dgxspark.cluster.plugins.module_utils._fabric_verify import nccl_names
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, fabric_expectation
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import FAIL, PASS, SPEC_LABEL, WARN
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import check_line as _line
 
@@ -89,7 +90,7 @@ def image_ids(plan: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, st
     for rank in plan["ranks"]:
         node = facts.get(rank["host"]) if isinstance(facts.get(rank["host"]), Mapping) else {}
         images = ((node.get("docker") or {}).get("images")) or []
-        out[rank["host"]] = next((i.get("id") for i in images if rank["image"] in (i.get("tags") or [])), None)
+        out[rank["host"]] = (find_image(images, rank["image"]) or {}).get("id")
     return out
 
 

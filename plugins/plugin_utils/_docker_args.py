@@ -523,9 +523,18 @@ def bind(name: str, value: Any) -> tuple[str, bool] | None:
         modes = parts[2].split(",") if len(parts) == 3 else []
         return _normal(parts[0]), "ro" in modes
     if name == "--mount" and isinstance(value, Mapping) and value.get("type") == "bind":
+        # bind-recursive=writable (read_only_non_recursive) keeps only the top read-only: the mounts under it
+        # stay writable in the rank, so the bind does not count as read-only.
         read_only = bool(value.get("read_only") or value.get("read_only_force_recursive"))
-        return _normal(str(value.get("source", ""))), read_only
+        return _normal(str(value.get("source", ""))), read_only and not value.get("read_only_non_recursive")
     return None
+
+
+def _writable_under(value: Any) -> str:
+    """What a bind read-only at the top only leaves writable, for a risk's message; empty otherwise."""
+    if isinstance(value, Mapping) and value.get("read_only_non_recursive"):
+        return " (read-only at the top only: bind-recursive=writable leaves the mounts under it writable)"
+    return ""
 
 
 def _bind_risks(name: str) -> Policy:
@@ -551,8 +560,8 @@ def _bind_risks(name: str) -> Policy:
             return [
                 Risk(
                     HOST_MOUNTS,
-                    f"{source} of the host is bound writable into the rank: it holds the node's configuration, "
-                    "kernel interfaces or system files",
+                    f"{source} of the host is bound writable into the rank{_writable_under(value)}: it holds the "
+                    "node's configuration, kernel interfaces or system files",
                     f"a read-only bind ({source}:<path>:ro, or readonly on --mount), or none",
                 )
             ]
@@ -668,9 +677,10 @@ def weights_risks(name: str, value: Any, weights_path: str | None) -> list[Risk]
     return [
         Risk(
             WEIGHTS_READ_ONLY,
-            f"the weights (host.weights_path {weights}) are bound writable into the rank through {source}: a rank "
-            "that is compromised or buggy could change what every later boot serves",
-            f"{source}:<path>:ro (or readonly on --mount)",
+            f"the weights (host.weights_path {weights}) are bound writable into the rank through {source}"
+            f"{_writable_under(value)}: a rank that is compromised or buggy could change what every later boot "
+            "serves",
+            f"{source}:<path>:ro (or readonly on --mount, without bind-recursive=writable)",
         )
     ]
 

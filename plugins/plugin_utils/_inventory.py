@@ -219,22 +219,34 @@ def _check_rank(host: Host, out: Collector, count: int, groups: tuple[str, str] 
     return rank
 
 
-def _management_ip(value: Any) -> str | None:
+def connects_to(host: Host) -> str:
+    """Where Ansible connects to the host, as the boot does: its ``ansible_host``, else its inventory name."""
+    value = host.management_address
+    return host.name if value is None or str(value).strip() == "" else str(value).strip()
+
+
+def management_ip(value: Any) -> str | None:
+    """The management address as a normalised IP address; None for a host name (not resolved here: the
+    controller's resolver and SSH's own configuration may disagree)."""
     try:
         return str(ipaddress.ip_address(str(value).strip())) if value is not None else None
     except ValueError:
-        return None  # a host name: nothing to compare without resolving it
+        return None
 
 
 def _check_fabric_apart(hosts: Sequence[Host], by_address: Mapping[str, list[str]], out: Collector) -> None:
     """Fabric addresses are not management addresses (seed 000: 'a private /24 fabric that is separate
-    from management traffic'): NCCL and the head's rendezvous would otherwise share the SSH network."""
-    managed = {ip: h.name for h in hosts if (ip := _management_ip(h.management_address)) is not None}
+    from management traffic'): NCCL and the head's rendezvous would otherwise share the SSH network. A host
+    without ``ansible_host`` is managed on its inventory name, compared when that is an address."""
+    managed = {ip: h for h in hosts if (ip := management_ip(connects_to(h))) is not None}
     for address, owners in sorted(by_address.items()):
         if address in managed:
+            manager = managed[address]
+            given = str(manager.management_address or "").strip()
+            how = MANAGEMENT_VAR if given else f"its inventory name, without {MANAGEMENT_VAR}"
             out.error(
                 f"host {owners[0]}: {ADDRESS_VAR}",
-                f"the fabric address is also the management address ({MANAGEMENT_VAR}) of host {managed[address]}; "
+                f"the fabric address is also the management address ({how}) of host {manager.name}; "
                 "seed 000 runs NCCL on 'a private /24 fabric that is separate from management traffic'",
                 found=address,
                 expected="an address on the fabric ports, on another network than the management one",

@@ -6,26 +6,29 @@ One line per check and per node, PASS, FAIL, WARN or SKIP with the reason; a che
 says so and what it would have been. Nothing here touches a node: it reads what node_facts gathered.
 
 Checks (names for ``skip``): ``node-facts`` (the node answered), ``docker`` (its engine answers),
-``mem-available`` (the profile's ``host.min_mem_available_gib``; seed 000: 100 GiB; only for a rank that
-must start: a rank already serving exactly as planned passes whatever its MemAvailable),
-``previous-container`` (none of the rank's name, unless it already serves exactly as planned or the
-operator asked to replace it; one that differs is shown field by field, ``field: running → planned``, for
-the image, the engine's command, the environment and the labels, secret-looking values as ``***``),
-``image-present`` (the image is on the node: boots never pull), ``image-id`` (the same image ID on every
-node), ``guard-tripped`` (the memory guard is not tripped and is up: a trip FAILs with its time, reason and
-samples unless the operator asked to clear it; a guard that is down - its state stale or its pid gone, or
-its unit failed - FAILs with the unit's result and restarts and says to read ``journalctl`` and
-``systemctl reset-failed`` it; a guard up whose health is not ok FAILs when its peer listener does not
-listen or a peer's trip was refused for clock skew, and WARNs for other problems, write errors included;
-a guard not installed yet WARNs), ``port-free`` (the
-head's API port and the master port are not held by another process; held by the rank's own container
-that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's findings: release, pages,
-memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX ports have carrier),
-``weights`` (the weights path exists), ``weights-identity`` (every node holds the same weights: node_facts'
-``weights`` manifests compared file by file, by name, size and SHA-256; ``_weights_identity``); and, made in
-``_boot_preflight`` from the head's ``releases`` section,
-``release`` (the boot serves the promoted release, or a candidate asked for, or rolls back to a known release)
-and ``rollback-images`` (the release a rollback would go to has its image on every node).
+``mem-available`` (the profile's ``host.min_mem_available_gib``; seed 000: 100 GiB; only for a rank that must
+start: a rank already serving exactly as planned passes whatever its MemAvailable), ``previous-container``
+(none of the rank's name, unless it already serves exactly as planned or the operator asked to replace it; one
+that differs is shown field by field, ``field: running → planned``, for the image, the engine's command, the
+environment and the labels, secret-looking values as ``***``), ``image-present`` (the image is on the node:
+boots never pull; found as docker_container finds it, by tag, by repository digest or by ID, so a profile that
+names the image by digest FAILs a node holding another build), ``image-id`` (the same image ID on every node),
+``guard-tripped`` (the memory guard is not tripped and is up: a trip FAILs with its time, reason and samples
+unless the operator asked to clear it; a guard that is down - its state stale or its pid gone, or its unit
+failed - FAILs with the unit's result and restarts and says to read ``journalctl`` and ``systemctl
+reset-failed`` it; a guard up whose health is not ok FAILs when its peer listener does not listen or a peer's
+trip was refused for clock skew, and WARNs for other problems, write errors included; a guard not installed
+yet WARNs), ``port-free`` (the head's API port and the master port are not held by another process; held by
+the rank's own container that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's
+findings: release, pages, memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX
+ports have carrier), ``fabric-not-management`` (no planned fabric port carries the address the boot connects
+to, ``ansible_host``, nor the node's IPv4 default route: the fabric role would take over the management
+interface), ``weights`` (the weights path exists), ``weights-identity`` (every node holds the same weights:
+node_facts' ``weights`` manifests compared file by file, by name, size and SHA-256; ``_weights_identity``);
+and, made in ``_boot_preflight`` from the head's
+``releases`` section, ``release`` (the boot serves the promoted release, or a candidate asked for, or rolls
+back to a known release) and ``rollback-images`` (the release a rollback would go to has its image on every
+node).
 
 ``guard-tripped`` reads node_facts' ``memguard`` section and ``port-free`` its ``ports`` section (asked for
 the plan's ports): a node whose facts lack them WARNs that the check could not be made.
@@ -39,6 +42,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image, near_misses, parse_reference
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import CHECK as WEIGHTS_IDENTITY
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import identity
@@ -57,6 +62,7 @@ CHECKS = (
     "kernel",
     "limits",
     "fabric-ports",
+    "fabric-not-management",
     "weights",
     "weights-identity",
     "release",
@@ -100,15 +106,18 @@ def preflight(
     skip: Sequence[str] = (),
     clear_trip: bool = False,
     more: Sequence[Mapping[str, str]] = (),
+    management: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Every check on every rank's host; ``failed`` when any check FAILs; ``as_planned``: host to whether
         its rank already serves exactly as planned. ``replace``: the operator asked to replace a previous
         container; ``clear_trip``: to clear a tripped memory guard (the boot does it); ``more``: lines of checks made
-    elsewhere on the same facts (the releases'), reported and judged with these."""
+    elsewhere on the same facts (the releases'), reported and judged with these; ``management``: host to the
+    address the boot connects to (``ansible_host``, else the inventory name, which is the default here)."""
     unknown = sorted(set(skip) - set(CHECKS))
     if unknown:
         raise ValueError(f"unknown preflight checks to skip: {', '.join(unknown)} (known: {', '.join(CHECKS)})")
     host_section = profile.get("host", {})
+    waivers = profile.get("waivers") or {}
     floor = float(host_section.get("min_mem_available_gib", 100))
     expect = {**(host_section.get("kernel") or {})}
     lines: list[dict[str, str]] = []
@@ -143,6 +152,7 @@ def preflight(
         lines.append(_ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace))
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
+        lines.append(_fabric_apart(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
         lines.append(_weights(host, node, host_section.get("weights_path")))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
     verdicts = identity(facts, [r["host"] for r in plan["ranks"]], host_section.get("weights_path"))
@@ -470,7 +480,7 @@ def _image_drift(rank: Mapping[str, Any], found: Mapping[str, Any], docker: Mapp
     running, planned = found.get("image"), rank["image"]
     if running is not None and running != planned:
         return [f"image: {running} → {planned}"]
-    planned_id = next((i.get("id") for i in docker.get("images") or [] if planned in (i.get("tags") or [])), None)
+    planned_id = (find_image(docker.get("images") or [], planned) or {}).get("id")
     running_id = found.get("image_id")
     if running_id and planned_id and running_id != planned_id:
         return [
@@ -532,19 +542,37 @@ def _masked(value: str | None, secret: bool) -> str:
 
 
 def _image(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
+    """``image-present``: the node has the image the rank names, found as docker_container finds it (by tag, by
+    repository digest or by ID: ``_images``); a profile that names it by digest FAILs a node that holds another
+    build of it, or the same image without the repository digest the module looks for."""
     image = rank["image"]
-    for item in docker.get("images", []):
-        if image in item.get("tags", []):
-            return _line("image-present", host, PASS, f"{image} is {item.get('id')}"), item.get("id")
-    return (
-        _line(
-            "image-present",
-            host,
-            FAIL,
-            f"{image} is not on this node (a boot never pulls): playbooks/images.yml streams it from the head",
-        ),
-        None,
-    )
+    ref = parse_reference(image)
+    images = docker.get("images") or []
+    found = find_image(images, image)
+    if found is not None:
+        if ref.by_id:
+            names = ", ".join(found.get("tags") or []) or "untagged"
+            return _line("image-present", host, PASS, f"image {image} is here ({names})"), found.get("id")
+        return _line("image-present", host, PASS, f"{image} is {found.get('id')}"), found.get("id")
+    never = "(a boot never pulls): playbooks/images.yml streams it from the head"
+    missed = near_misses(images, image)
+    if ref.digest and not ref.by_id and missed:
+        if any(m.startswith(f"{ref.digest} ") for m in missed):
+            why = (
+                f"image {ref.digest} is here, but without the repository digest {ref.wanted}, which is what "
+                "docker_container looks for (repository digests come from a registry, by a pull or a push); name "
+                f"the image by its ID alone ({ref.digest}) in the profile"
+            )
+        else:
+            why = (
+                f"no image of that name here carries digest {ref.digest}, only {'; '.join(missed)}: another build, "
+                "or the same one copied without a registry, which keeps no repository digest; put the named image "
+                "there (a boot never pulls), or name the image by its ID (docker image ls --no-trunc shows it) in "
+                "the profile"
+            )
+        return _line("image-present", host, FAIL, f"{image} is not on this node as named: {why}"), None
+    what = f"image {image}" if ref.by_id else image
+    return _line("image-present", host, FAIL, f"{what} is not on this node {never}"), None
 
 
 def _image_ids(image_ids: Mapping[str, str], hosts: Sequence[str]) -> list[dict[str, str]]:
@@ -590,6 +618,72 @@ def _fabric(host: str, node: Mapping[str, Any]) -> dict[str, str]:
     if down:
         return _line("fabric-ports", host, FAIL, f"no carrier on {', '.join(down)}")
     return _line("fabric-ports", host, PASS, f"carrier on {', '.join(sorted(ports))}")
+
+
+FABRIC_APART = "fabric-not-management"
+FABRIC_APART_FIX = (
+    "plan the fabric on ports that do not carry management (dgxspark_fabric_cabling names them), or manage the "
+    f"node on another interface ({MANAGEMENT_VAR})"
+)
+
+
+def _fabric_apart(host: str, node: Mapping[str, Any], management: str, waived: str | None = None) -> dict[str, str]:
+    """``fabric-not-management``: no planned fabric port carries the address the boot connects to, and none
+    holds the node's IPv4 default route. The fabric role takes its ports over (their addresses, MTU 9000,
+    their netplan or networkd file), so a management interface among them would lose the connection the
+    boot runs on, and NCCL would share it with SSH. A profile that waives the plan's check of the same name
+    (``waivers``, with the reason ``waived``) gets a WARN that repeats the reason instead of a FAIL."""
+    fabric = node.get("fabric")
+    ports = fabric.get("interfaces") if isinstance(fabric, Mapping) else None
+    if not isinstance(ports, Mapping) or not ports:
+        return _line(FABRIC_APART, host, WARN, "could not check: node_facts gathered no fabric ports")
+    names = sorted(ports)
+    address = management_ip(management)
+    unknown = [name for name in names if not isinstance(ports[name].get("ipv4"), list)]
+    carrying = [
+        name
+        for name in names
+        if name not in unknown and any(str(a).split("/", 1)[0] == address for a in ports[name]["ipv4"])
+    ]
+    routes = fabric.get("default_routes")
+    routes = [r for r in routes if isinstance(r, Mapping)] if isinstance(routes, list) else None
+    routed = sorted({str(r.get("interface")) for r in routes or [] if r.get("interface") in ports})
+    found = []
+    if carrying:
+        found.append(
+            f"{', '.join(carrying)} carr{'ies' if len(carrying) == 1 else 'y'} the management address {address}"
+        )
+    if routed:
+        found.append(f"the IPv4 default route leaves by {', '.join(routed)}")
+    if found:
+        message = (
+            f"a planned fabric port is the management interface: {'; '.join(found)}; the fabric role would take it "
+            f"over (its addresses, MTU 9000) and could cut the connection the boot runs on; {FABRIC_APART_FIX}"
+        )
+        if waived:
+            return _line(FABRIC_APART, host, WARN, f"waived {FABRIC_APART} ({waived}): {message}")
+        return _line(FABRIC_APART, host, FAIL, message)
+    checked, unchecked = [], []
+    if address is None:
+        unchecked.append(f"the management address {management} is a name (not resolved here)")
+    elif ":" in address:
+        unchecked.append(f"the management address {address} is IPv6 (node_facts reads the ports' IPv4 addresses)")
+    elif unknown:
+        unchecked.append(
+            f"the IPv4 addresses of {', '.join(unknown)} are unknown ({fabric.get('error') or 'not gathered'})"
+        )
+    else:
+        checked.append(f"the management address {address} is on none of the planned ports ({', '.join(names)})")
+    if routes is None:
+        unchecked.append("the default routes are unknown (node_facts read no /proc/net/route)")
+    elif routes:
+        checked.append(f"the IPv4 default route leaves by {routes[0].get('interface')}")
+    else:
+        checked.append("there is no IPv4 default route")
+    if not checked:
+        return _line(FABRIC_APART, host, WARN, f"could not check: {'; '.join(unchecked)}")
+    more = f"; not compared: {'; '.join(unchecked)}" if unchecked else ""
+    return _line(FABRIC_APART, host, PASS, "; ".join(checked) + more)
 
 
 def _weights(host: str, node: Mapping[str, Any], path: str | None) -> dict[str, str]:

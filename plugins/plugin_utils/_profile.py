@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import check_image_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import parse_json, path_lines, read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import GIB, check_memory, memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import (
@@ -114,6 +115,9 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
         out.error("$.shapes", "the profile defines no shape", expected="at least one shape")
     if "host" in data and clean("$.host"):
         _check_host(data["host"], out)
+    for where, image in _images_named(data, shapes):
+        if clean(where):
+            check_image_reference(image, where, out)
     if clean("$.sources"):
         _check_sources(raw, data.get("sources", {}), out)
     if clean("$.sources", "$.model_config"):
@@ -124,6 +128,18 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
                 check_shape(data, name, out)
     out.raise_if_errors()
     return Profile(data, source, profile_digest(data), list({w.render(): w for w in out.warnings}.values()))
+
+
+def _images_named(data: Mapping[str, Any], shapes: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every image the profile names, with its JSON path: the container's and each shape's override."""
+    named = []
+    if isinstance(data.get("container"), Mapping) and "image" in data["container"]:
+        named.append(("$.container.image", data["container"]["image"]))
+    for name, shape in sorted(shapes.items()):
+        override = shape.get("container") if isinstance(shape, Mapping) else None
+        if isinstance(override, Mapping) and "image" in override:
+            named.append((f"$.shapes.{name}.container.image", override["image"]))
+    return named
 
 
 def effective_container(data: Mapping[str, Any], shape_name: str) -> dict[str, Any]:

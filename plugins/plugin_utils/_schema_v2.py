@@ -209,7 +209,9 @@ MEMORY = Node(
 CONTAINER_OVERRIDE_FIELDS = {
     "image": Node(
         "string",
-        "The serving image (never pulled from a registry by a boot).",
+        "The serving image (never pulled from a registry by a boot): name:tag, name@sha256:<64 hex> (a repository "
+        "digest) or sha256:<64 hex> (an image ID); named by digest or ID, the preflight checks that every node "
+        "holds exactly that image.",
         pattern=IMAGE_REF,
         pattern_hint="an image reference such as vllm-dsv41:latest",
     ),
@@ -321,7 +323,9 @@ CONTAINER = Node(
         **CONTAINER_OVERRIDE_FIELDS,
         "image": Node(
             "string",
-            "The serving image (never pulled from a registry by a boot).",
+            "The serving image (never pulled from a registry by a boot): name:tag, name@sha256:<64 hex> (a repository "
+            "digest) or sha256:<64 hex> (an image ID); named by digest or ID, the preflight checks that every node "
+            "holds exactly that image.",
             required=True,
             pattern=IMAGE_REF,
             pattern_hint="an image reference such as spark-ds41f:1030",

@@ -202,8 +202,8 @@ def test_boot_check_mode_changes_nothing(sim3):
     checkout = checkout_state()
     proc = playbook("playbooks/boot.yml", "--check", "--diff")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "PASS  previous-container  sim3-head     no container named vllm_dsv41" in proc.stdout
-    flat = " ".join(proc.stdout.split())
+    flat = " ".join(proc.stdout.split())  # the report's columns are as wide as its longest check name
+    assert "PASS previous-container sim3-head no container named vllm_dsv41" in flat, proc.stdout[-6000:]
     assert "would switch the memory guard to startup (it is installed by a real run)" in flat, proc.stdout[-6000:]
     assert "sim3-head: the fabric would change (check mode):" in flat
     assert "enp1s0f0np0 MTU: 1500 → 9000" in flat  # the difference, from the preflight's facts
@@ -230,11 +230,11 @@ def test_demo_playbook_on_sim3(sim3, tmp_path):
     assert "enp1s0f0np0 up" in proc.stdout or "enp1s0f0np0 unknown" in proc.stdout, proc.stdout
     # boot.yml: the preflight report, the kernel report, every rank's fabric verified, the guard, then serving
     # the kernel and limits as the preflight judged them (the kernel role runs only where they did not pass)
-    assert "PASS  limits              sim3-head     ulimit:nofile, ulimit:stack, nr-open" in proc.stdout, proc.stdout
+    flat = " ".join(proc.stdout.split())  # the report's columns are as wide as its longest check name
+    assert "PASS limits sim3-head ulimit:nofile, ulimit:stack, nr-open" in flat, proc.stdout
     for rank, node in enumerate(sim3["nodes"]):
         assert f"PASS  rank {rank} {node['host']}: 10.99.3.{rank + 1} on enp1s0f0np0, enp1s0f1np1" in proc.stdout
     assert proc.stdout.count("memory guard: phase idle, not tripped") >= 3, proc.stdout
-    flat = " ".join(proc.stdout.split())
     assert "PASS previous-container sim3-head no container named vllm_dsv41" in flat
     assert "endpoint: http://172.31.3.10:8000/v1 serving v41-flash-1017" in flat
     assert "ranks: 0 sim3-head running; 1 sim3-worker1 running; 2 sim3-worker2 running" in flat

@@ -50,7 +50,9 @@ GROUPS = {"dgxspark_head": ["spark-head"], "dgxspark_workers": ["spark-w1", "spa
 TASK_VARS = {"groups": GROUPS, "hostvars": HOSTVARS, "ansible_play_hosts_all": list(HOSTVARS)}
 
 
-def run(module: Any, args: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
+def run(
+    module: Any, args: dict[str, Any], check_mode: bool = False, task_vars: dict[str, Any] | None = None
+) -> dict[str, Any]:
     task = MagicMock(Task)
     task.args = args
     task.async_val = 0
@@ -65,7 +67,7 @@ def run(module: Any, args: dict[str, Any], check_mode: bool = False) -> dict[str
         templar=Templar(loader=loader),
         shared_loader_obj=None,
     )
-    return action.run(task_vars=dict(TASK_VARS))
+    return action.run(task_vars=dict(task_vars or TASK_VARS))
 
 
 PLANNED = run(serving_profile, {"src": str(SPARK3), "hosts": list(HOSTVARS)})
@@ -134,6 +136,25 @@ def test_a_node_without_facts_fails_and_unknown_skips_are_refused() -> None:
     assert result["discovered"]["spark-w2"] is None
     unknown = run(boot_preflight, {"planned": PLANNED, "facts": facts(), "skip": ["mem"]})
     assert unknown["failed"] is True and "unknown preflight checks to skip: mem" in unknown["msg"]
+
+
+def test_the_address_the_boot_connects_to_is_compared_with_the_fabric_ports() -> None:
+    """Each host's ansible_host (else its inventory name) reaches the preflight: a worker managed on the address of
+    a planned fabric port FAILs fabric-not-management; the others, managed on names, are compared by route."""
+    worker = node(1)
+    worker["fabric"]["interfaces"]["enp1s0f0np0"]["ipv4"] = ["192.0.2.11/24"]
+    hostvars = {**HOSTVARS, "spark-w1": {**HOSTVARS["spark-w1"], "ansible_host": "192.0.2.11"}}
+    result = run(
+        boot_preflight,
+        {"planned": PLANNED, "facts": facts(**{"spark-w1": worker})},
+        task_vars={**TASK_VARS, "hostvars": hostvars},
+    )
+    assert result["failed"] is True
+    assert [(f["check"], f["host"]) for f in result["failures"]] == [("fabric-not-management", "spark-w1")]
+    assert "enp1s0f0np0 carries the management address 192.0.2.11" in result["failures"][0]["message"]
+    head = next(line for line in result["lines"] if line["check"] == "fabric-not-management")
+    assert (head["host"], head["status"]) == ("spark-head", "PASS")
+    assert head["message"].endswith("not compared: the management address spark-head is a name (not resolved here)")
 
 
 def test_a_planned_result_without_a_plan_is_refused() -> None:

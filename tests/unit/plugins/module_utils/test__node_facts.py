@@ -170,6 +170,8 @@ def test_gb10_fabric(gb10_node: Any) -> None:
         "ipv4": ["192.168.100.10/24", "10.99.3.1/32"],
     }
     assert interfaces["enP2p1s0f0np0"]["ipv4"] == ["192.168.100.14/24"]
+    # the management network's default route (gb10/proc/net/route), not a fabric port's
+    assert fabric["default_routes"] == [{"interface": "wlP9s9", "gateway": "192.168.10.254", "metric": 600}]
     down = interfaces["enP2p1s0f1np1"]
     assert (down["carrier"], down["speed_mbps"], down["rdma_device"], down["gid_ipv4"], down["ipv4"]) == (
         False,
@@ -270,7 +272,12 @@ def test_bare_tree_missing_things_are_facts() -> None:
         "devices": {},
         "roce_v2_ipv4": [],
     }
-    assert node["fabric"] == {"interfaces": {}, "error": None}  # no netdev to ask ip about: ip is not run
+    # no netdev to ask ip about: ip is not run; the default route is this build machine's (its /proc/net/route)
+    assert node["fabric"] == {
+        "interfaces": {},
+        "error": None,
+        "default_routes": [{"interface": "eth0", "gateway": "192.0.2.1", "metric": 0}],
+    }
     assert [call[0] for call in tools.calls] == [SYSTEMCTL]
     assert node["kernel"]["page_size"] == 4096 and node["kernel"]["modules"] is None
     assert node["kernel"]["memory_saver"] == {"loaded": False, "packing_enabled": None}
@@ -300,6 +307,26 @@ def test_asked_for_interfaces_are_reported_even_when_absent() -> None:
     }
     assert node["fabric"]["interfaces"]["eth0"]["ipv4"] == ["192.0.2.2/24"]
     assert "rdma" not in node
+
+
+def test_default_routes_unknown_when_proc_net_route_cannot_be_read(tmp_path: pathlib.Path) -> None:
+    """No /proc/net/route (a kernel without IPv4) is not a problem; a file that is not the routing table is."""
+    tree = tmp_path / "tree"
+    shutil.copytree(BARE, tree)
+    route = tree / "proc" / "net" / "route"
+    route.unlink()
+    node = gather(options(tree, sections=("fabric",)), FakeTools({}))
+    assert node["fabric"]["default_routes"] is None and node["problems"] == []
+    route.write_text("Iface\tDestination\n")
+    node = gather(options(tree, sections=("fabric",)), FakeTools({}))
+    assert node["fabric"]["default_routes"] is None
+    assert node["problems"] == [
+        {
+            "section": "fabric",
+            "source": str(route),
+            "message": "not the /proc/net/route header: 'Iface\\tDestination'",
+        }
+    ]
 
 
 def test_only_the_sections_asked_for() -> None:

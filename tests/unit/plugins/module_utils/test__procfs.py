@@ -2,13 +2,17 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
+import json
 import pathlib
+import sys
 
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     KernelModule,
     Limit,
+    Route,
+    default_routes,
     memory_facts,
     parse_cgroup_container,
     parse_cmdline,
@@ -16,9 +20,11 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     parse_meminfo,
     parse_modules,
     parse_page_size,
+    parse_routes,
 )
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
     BARE,
+    FIXTURES,
     GB10,
     H200,
     sample_body,
@@ -210,3 +216,71 @@ ID_B = "5d0c1e0f6a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5"
 )
 def test_cgroup_container(text: str, container: str | None) -> None:
     assert parse_cgroup_container(text) == container
+
+
+# ---------------------------------------------------------------- /proc/net/route
+little_endian = pytest.mark.skipif(sys.byteorder != "little", reason="the fixtures were written on little-endian hosts")
+
+
+@little_endian
+def test_routes_of_this_build_machine_agree_with_iproute2() -> None:
+    """bare/proc/net/route and ip/route-bare.json were read on the build machine at the same moment (see the
+    fixtures' READMEs): every route ip lists is one parse_routes reads, with its gateway, and the default one."""
+    routes = parse_routes((BARE / "proc" / "net" / "route").read_text())
+    listed = json.loads((FIXTURES / "ip" / "route-bare.json").read_text())
+    assert len(routes) == len(listed)
+    for entry in listed:
+        dst = "0.0.0.0/0" if entry["dst"] == "default" else entry["dst"]
+        network, prefix = dst.split("/")
+        (route,) = [r for r in routes if r.interface == entry["dev"] and r.destination == network]
+        assert sum(bin(int(part)).count("1") for part in route.mask.split(".")) == int(prefix)
+        assert route.gateway == entry.get("gateway") and route.metric == entry.get("metric", 0)
+    assert default_routes(routes) == [{"interface": "eth0", "gateway": "192.0.2.1", "metric": 0}]
+
+
+@little_endian
+def test_routes_of_the_gb10_tree() -> None:
+    routes = parse_routes((GB10 / "proc" / "net" / "route").read_text())
+    assert routes[0] == Route("wlP9s9", "0.0.0.0", "0.0.0.0", "192.168.10.254", 600)
+    assert [(r.interface, r.destination, r.mask, r.gateway) for r in routes[1:]] == [
+        ("docker0", "172.17.0.0", "255.255.0.0", None),
+        ("wlP9s9", "192.168.10.0", "255.255.255.0", None),
+        ("enp1s0f0np0", "192.168.100.0", "255.255.255.0", None),
+        ("enP2p1s0f0np0", "192.168.100.0", "255.255.255.0", None),
+    ]
+    assert default_routes(routes) == [{"interface": "wlP9s9", "gateway": "192.168.10.254", "metric": 600}]
+
+
+HEADER = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"
+
+
+@little_endian
+def test_the_preferred_default_route_comes_first() -> None:
+    text = "\n".join(
+        [
+            HEADER,
+            "enp1s0f0np0\t00000000\t0164A8C0\t0003\t0\t0\t200\t00000000\t0\t0\t0",
+            "enP7s7\t00000000\t010AA8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0",
+            "enP7s7\t000AA8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0",
+        ]
+    )
+    assert default_routes(parse_routes(text)) == [
+        {"interface": "enP7s7", "gateway": "192.168.10.1", "metric": 100},
+        {"interface": "enp1s0f0np0", "gateway": "192.168.100.1", "metric": 200},
+    ]
+    assert parse_routes("") == [] and parse_routes(HEADER) == []
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("Iface Destination Gateway\n", "not the /proc/net/route header"),
+        (HEADER + "\neth0\t00000000\t010200C0\t0003\n", "not a /proc/net/route line: 'eth0"),
+        (HEADER + "\neth0\tXYZ\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n", "not a /proc/net/route line"),
+        (HEADER + "\neth0\t100000000\t0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n", "not a /proc/net/route line"),
+    ],
+    ids=["header", "short line", "not hex", "too wide"],
+)
+def test_parse_routes_refuses_what_is_not_proc_net_route(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_routes(text)

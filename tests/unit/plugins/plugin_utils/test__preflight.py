@@ -12,14 +12,15 @@ import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import memguard_facts
-from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, gather
+from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, Tool, gather
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import STORED
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
     GB10,
+    IP_ADDR_GB10,
     fake_docker_engine,
 )
 
@@ -599,3 +600,161 @@ def test_a_rank_replaced_on_purpose_holds_memory_so_a_low_reading_warns() -> Non
     line = by(replaced, "mem-available", "spark-w1")
     assert line["status"] == "WARN" and "this boot replaces it" in line["message"]
     assert not replaced["failed"], replaced["report"]
+
+
+# ---------------------------------------------------------------- a fabric port must not be the management interface
+PLANNED_PORTS = ("enp1s0f0np0", "enP2p1s0f0np0")
+# The GB10 tree's planned ports with their addresses (ip/addr-gb10.json) and its default route (proc/net/route):
+# 192.168.100.10/24 and 10.99.3.1/32 on enp1s0f0np0, 192.168.100.14/24 on enP2p1s0f0np0, the default route
+# through wlP9s9 (192.168.10.1/24), which is not planned.
+GB10_FABRIC = gather(
+    Options(
+        sections=("fabric",),
+        proc_root=str(GB10 / "proc"),
+        sys_root=str(GB10 / "sys"),
+        ip=Tool("ip", "/usr/sbin/ip"),
+        fabric_interfaces=PLANNED_PORTS,
+    ),
+    lambda argv: CommandResult(0, IP_ADDR_GB10.read_text(), ""),
+)["fabric"]
+
+
+def apart_line(management: str | None, **fabric: Any) -> dict[str, str]:
+    worker = node(1)
+    worker["fabric"] = {**copy.deepcopy(GB10_FABRIC), **fabric}
+    managed = {"spark-w1": management} if management else None
+    return by(preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, management=managed), CHECK, "spark-w1")
+
+
+CHECK = "fabric-not-management"
+FIX = (
+    "the fabric role would take it over (its addresses, MTU 9000) and could cut the connection the boot runs on; "
+    "plan the fabric on ports that do not carry management (dgxspark_fabric_cabling names them), or manage the "
+    "node on another interface (ansible_host)"
+)
+ROUTE = {"interface": "enp1s0f0np0", "gateway": "192.168.100.1", "metric": 100}
+
+
+@pytest.mark.parametrize(
+    "management,fabric,status,message",
+    [
+        (
+            "192.168.10.1",
+            {},
+            "PASS",
+            "the management address 192.168.10.1 is on none of the planned ports (enP2p1s0f0np0, enp1s0f0np0); "
+            "the IPv4 default route leaves by wlP9s9",
+        ),
+        (
+            "192.168.100.10",
+            {},
+            "FAIL",
+            f"a planned fabric port is the management interface: enp1s0f0np0 carries the management address "
+            f"192.168.100.10; {FIX}",
+        ),
+        (
+            "10.99.3.1",  # a secondary address of the port counts as well
+            {},
+            "FAIL",
+            f"a planned fabric port is the management interface: enp1s0f0np0 carries the management address "
+            f"10.99.3.1; {FIX}",
+        ),
+        (
+            "192.168.10.1",
+            {"default_routes": [ROUTE, {"interface": "wlP9s9", "gateway": "192.168.10.254", "metric": 600}]},
+            "FAIL",
+            f"a planned fabric port is the management interface: the IPv4 default route leaves by enp1s0f0np0; {FIX}",
+        ),
+        (
+            "192.168.100.14",
+            {"default_routes": [ROUTE]},
+            "FAIL",
+            "a planned fabric port is the management interface: enP2p1s0f0np0 carries the management address "
+            f"192.168.100.14; the IPv4 default route leaves by enp1s0f0np0; {FIX}",
+        ),
+        (
+            None,  # no ansible_host: the inventory name, which is not an address
+            {},
+            "PASS",
+            "the IPv4 default route leaves by wlP9s9; not compared: the management address spark-w1 is a name "
+            "(not resolved here)",
+        ),
+        (
+            "192.168.10.1",
+            {"default_routes": []},
+            "PASS",
+            "the management address 192.168.10.1 is on none of the planned ports (enP2p1s0f0np0, enp1s0f0np0); "
+            "there is no IPv4 default route",
+        ),
+        (
+            "spark-w1.lan",
+            {"default_routes": None},
+            "WARN",
+            "could not check: the management address spark-w1.lan is a name (not resolved here); "
+            "the default routes are unknown (node_facts read no /proc/net/route)",
+        ),
+        (
+            "fd00::11",
+            {"default_routes": None},
+            "WARN",
+            "could not check: the management address fd00::11 is IPv6 (node_facts reads the ports' IPv4 "
+            "addresses); the default routes are unknown (node_facts read no /proc/net/route)",
+        ),
+        (
+            "192.168.10.1",
+            {
+                "interfaces": {name: {**port, "ipv4": None} for name, port in GB10_FABRIC["interfaces"].items()},
+                "error": "ip not found",
+            },
+            "PASS",
+            "the IPv4 default route leaves by wlP9s9; not compared: the IPv4 addresses of enP2p1s0f0np0, "
+            "enp1s0f0np0 are unknown (ip not found)",
+        ),
+        ("192.168.10.1", {"interfaces": {}}, "WARN", "could not check: node_facts gathered no fabric ports"),
+    ],
+    ids=[
+        "apart",
+        "management address on a port",
+        "a secondary address",
+        "default route on a port",
+        "both",
+        "a name, routes known",
+        "no default route",
+        "a name, no routes",
+        "IPv6, no routes",
+        "addresses unknown",
+        "no ports",
+    ],
+)
+def test_a_fabric_port_must_not_be_the_management_interface(
+    management: str | None, fabric: dict[str, Any], status: str, message: str
+) -> None:
+    line = apart_line(management, **fabric)
+    assert (line["status"], line["message"]) == (status, message)
+
+
+def test_fabric_not_management_stops_the_boot_and_can_be_skipped_by_name() -> None:
+    assert CHECK in CHECKS
+    worker = node(1)
+    worker["fabric"] = copy.deepcopy(GB10_FABRIC)
+    managed = {"spark-w1": "192.168.100.10"}
+    result = preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, management=managed)
+    assert result["failed"] and [(f["check"], f["host"]) for f in result["failures"]] == [(CHECK, "spark-w1")]
+    skipped = preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, skip=[CHECK], management=managed)
+    assert not skipped["failed"]
+    assert by(skipped, CHECK, "spark-w1")["message"].startswith("skipped on purpose (would be FAIL: a planned fabric")
+
+
+def test_a_profile_that_waives_fabric_not_management_gets_a_warning_with_its_reason() -> None:
+    """The plan's waiver of the same name (a one-port lab rig) carries to the preflight: WARN, the reason repeated."""
+    worker = node(1)
+    worker["fabric"] = copy.deepcopy(GB10_FABRIC)
+    waived = {**PROFILE.data, "waivers": {CHECK: "a one-port lab rig"}}
+    result = preflight(facts(**{"spark-w1": worker}), PLAN, waived, management={"spark-w1": "192.168.100.10"})
+    assert not result["failed"]
+    line = by(result, CHECK, "spark-w1")
+    assert line["status"] == "WARN"
+    assert line["message"] == (
+        "waived fabric-not-management (a one-port lab rig): a planned fabric port is the management interface: "
+        f"enp1s0f0np0 carries the management address 192.168.100.10; {FIX}"
+    )

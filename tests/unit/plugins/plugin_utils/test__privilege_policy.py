@@ -41,6 +41,11 @@ REFUSED = {
     "etc subdir writable": (["--volume=/etc/systemd/system:/x:rw"], "host-mounts", "bound writable"),
     "proc writable": (["--volume=/proc:/host-proc:rw"], "host-mounts", "/proc of the host is bound writable"),
     "sys by --mount": (["--mount=type=bind,source=/sys,target=/hsys"], "host-mounts", "/sys of the host is bound"),
+    "sys by --mount, read-only at the top only": (
+        ["--mount=type=bind,source=/sys,target=/hsys,readonly,bind-recursive=writable"],
+        "host-mounts",
+        "/sys of the host is bound writable into the rank (read-only at the top only: bind-recursive=writable",
+    ),
     "root by --mount": (
         ["--mount=type=bind,source=/,target=/host,readonly"],
         "host-mounts",
@@ -149,6 +154,8 @@ def test_trust_remote_code_warns() -> None:
         ("--volume=/:/host:ro", False),  # read-only: the weights are safe (host-mounts refuses it)
         ("--mount=type=bind,source=/models/,target=/models", True),
         ("--mount=type=bind,source=/models,target=/models,readonly", False),
+        ("--mount=type=bind,source=/models,target=/models,readonly,bind-recursive=readonly", False),
+        ("--mount=type=bind,source=/models,target=/models,readonly,bind-recursive=writable", True),  # submounts
         ("--volume=/scratch:/scratch", False),
     ],
 )

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, check_hosts
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import WAIVABLE_CHECKS
@@ -18,7 +20,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules impor
     USABLE_GIB,
     cpuset_cpus,
 )
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, SEED000, SPARK8, edited, read
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, SEED000, SPARK3, SPARK8, edited, read
 
 SEED000_ARGS = read(SEED000)["container"]["docker_run_args"]
 SPARK8_ARGS = read(SPARK8)["container"]["docker_run_args"]
@@ -381,6 +383,50 @@ def test_fabric_and_management_addresses_differ(pairs: tuple[tuple[str, str], ..
     assert len(found) == len(bad), found
     for name in bad:
         assert any(f"host {name}: dgxspark_fabric_address" in p and "seed 000" in p for p in found), found
+
+
+def test_a_host_without_ansible_host_is_managed_on_its_inventory_name() -> None:
+    """Ansible connects to the inventory name when ansible_host is unset: an address there is compared too."""
+    managed_by_name = [
+        Host("192.0.2.10", rank=0, fabric_address="192.0.2.10", head=True),
+        Host("192.0.2.11", rank=1, fabric_address="198.51.100.11", management_address=""),
+        Host("spark-2.lan", rank=2, fabric_address="198.51.100.12"),  # a name: not resolved, not compared
+    ]
+    out = Collector("inventory")
+    check_hosts(managed_by_name, out)
+    assert [p.render() for p in out.errors] == [
+        "inventory: host 192.0.2.10: dgxspark_fabric_address: the fabric address is also the management address "
+        "(its inventory name, without ansible_host) of host 192.0.2.10; seed 000 runs NCCL on 'a private /24 "
+        'fabric that is separate from management traffic\' (found "192.0.2.10"; expected an address on the fabric '
+        "ports, on another network than the management one)"
+    ]
+
+
+def test_fabric_on_management_is_refused_by_the_serving_plan_with_the_problem_format() -> None:
+    """The serving plan (and so the boot) stops on it before any host is contacted, all problems listed."""
+    profile = validate_profile(json.loads(SPARK3.read_text()))
+    cluster = [
+        Host(name, rank=i, fabric_address=fabric, head=i == 0, management_address=mgmt)
+        for i, (name, mgmt, fabric) in enumerate(
+            [
+                ("spark-head", "192.0.2.10", "198.51.100.10"),
+                ("spark-w1", "192.0.2.11", "192.0.2.11"),
+                ("spark-w2", "192.0.2.12", "198.51.100.12"),
+            ]
+        )
+    ]
+    with pytest.raises(ProfileError) as caught:
+        build_plan(profile, "tp3-triangle", cluster)
+    (problem,) = caught.value.problems
+    assert (problem.source, problem.where, problem.found) == (
+        "inventory",
+        "host spark-w1: dgxspark_fabric_address",
+        "192.0.2.11",
+    )
+    assert problem.message.startswith(
+        "the fabric address is also the management address (ansible_host) of host spark-w1"
+    )
+    assert problem.expected == "an address on the fabric ports, on another network than the management one"
 
 
 def test_fabric_on_management_can_be_waived() -> None:

@@ -1,0 +1,79 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""docs/security.md stays true: the README links it, and every figure and name it gives is the code's."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from types import ModuleType
+
+import pytest
+import yaml
+
+from ansible_collections.dgxspark.cluster.plugins.action import memguard_plan
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import SECRET_NAME
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import PRIVILEGE_CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import (
+    DEFAULT_API_PORT,
+    DEFAULT_MASTER_PORT,
+)
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
+
+DOC = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+TEXT = " ".join(DOC.split())  # the figures as one line, whatever the wrapping
+GUARD_DEFAULTS = yaml.safe_load((ROOT / "roles" / "memguard" / "defaults" / "main.yml").read_text(encoding="utf-8"))
+BOOT_DEFAULTS = yaml.safe_load((ROOT / "roles" / "boot" / "defaults" / "main.yml").read_text(encoding="utf-8"))
+
+
+def daemon() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "dgxspark_memguard_doc", ROOT / "roles" / "memguard" / "files" / "dgxspark_memguard.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_links_it() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "[docs/security.md](docs/security.md)" in readme
+
+
+def test_its_ports_and_paths_are_the_defaults() -> None:
+    assert GUARD_DEFAULTS["memguard_peer_port"] == 7391 and "7391" in TEXT
+    assert GUARD_DEFAULTS["memguard_peer_network"] == "management"
+    assert "`memguard_peer_network: management`, the default" in TEXT
+    assert GUARD_DEFAULTS["memguard_peer_key_file"].endswith("/.dgxspark-memguard.key")
+    assert "`<inventory>/.dgxspark-memguard.key`" in TEXT
+    assert f"`container.api_port` ({DEFAULT_API_PORT})" in TEXT
+    assert f"`container.master_port` ({DEFAULT_MASTER_PORT})" in TEXT
+    assert BOOT_DEFAULTS["boot_rank_records"] and "`boot_rank_records`" in TEXT
+    assert "/run/dgxspark-memguard/control.sock" in TEXT
+
+
+def test_its_guard_figures_are_the_daemons() -> None:
+    guard = daemon()
+    assert guard.PEER_MESSAGE_MAX == 4096 and "at most 4 KiB" in TEXT
+    assert guard.PEER_DEADLINE_S == 2.0 and "4 KiB and 2 s" in TEXT
+    assert guard.MAX_CONNECTIONS == 16 and "at most 16 at once" in TEXT
+    assert (guard.REJECTIONS_BURST, guard.REJECTIONS_WINDOW_S) == (5, 60.0) and "at most 5 a minute" in TEXT
+    assert guard.PEER_MAX_SKEW_S == 120.0 and "within 120 s" in TEXT and "more than 120 s" in TEXT
+    assert (memguard_plan.KEY_LENGTH, memguard_plan.KEY_CHARS.isalnum()) == (40, True)
+    assert "40 letters and digits" in TEXT
+
+
+@pytest.mark.parametrize("word", ["TOKEN", "SECRET", "PASSW", "PRIVATE", "CREDENTIAL", "API_KEY", "ACCESS_KEY"])
+def test_the_names_it_says_are_redacted_are(word: str) -> None:
+    assert f"`{word}`" in TEXT
+    assert SECRET_NAME.search(f"X_{word}_Y")
+
+
+def test_the_checks_it_names_exist() -> None:
+    named = set(re.findall(r"`([a-z]+(?:-[a-z]+)+)`", DOC))
+    checks = {"image-present", "image-id", "fabric-not-management"}
+    assert checks <= named and checks <= set(CHECKS)
+    assert named - checks <= {"stop-all"}, named - checks  # a name added to the page is a check, or listed here
+    assert "weights_path" in TEXT and "weights-read-only" in PRIVILEGE_CHECKS
