@@ -83,8 +83,7 @@ class ActionModule(ActionBase):
         ``create`` is true, once: a host that loses the race to make it reads the winner's. None when it does
         not exist and may not be made (a preflight, check mode). The format is ansible.builtin.password's."""
         try:
-            with open(path, encoding="utf-8") as handle:
-                return handle.read().rstrip("\n").split(" salt=")[0]
+            return _read_key(path)
         except FileNotFoundError:
             if not create:
                 return None
@@ -97,8 +96,13 @@ class ActionModule(ActionBase):
                 handle.write(key + "\n")
             os.link(staged, path)
         except FileExistsError:
-            with open(path, encoding="utf-8") as handle:
-                return handle.read().rstrip("\n").split(" salt=")[0]
+            return _read_key(path)
         finally:
             os.unlink(staged)
         return key
+
+
+def _read_key(path: str) -> str:
+    """The key in a file ansible.builtin.password wrote (its text, then `` salt=...`` when it has one)."""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().rstrip("\n").split(" salt=")[0]

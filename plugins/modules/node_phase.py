@@ -227,7 +227,8 @@ def run(module: AnsibleModule, node: Node) -> dict:
         try:
             if module.check_mode:
                 state = node.guard("status")["state"]
-                would = (params["guard_clear"] and state.get("tripped") is not None) or state.get("phase") != phase
+                clears = params["guard_clear"] and state.get("tripped") is not None
+                would = clears or (phase is not None and state.get("phase") != phase)
                 result.update(guard=state, guard_changed=bool(would))
                 result["changed"] = result["changed"] or bool(would)
                 return

@@ -157,3 +157,11 @@ def test_memavailable_is_read_again_once_the_helpers_stopped() -> None:
         "(host.min_mem_available_gib)"
     ]
     assert result["guard"]["phase"] == "startup"
+
+
+def test_check_mode_clearing_alone_changes_only_a_tripped_guard() -> None:
+    """Asked only to clear (no phase), check mode says a change only when the guard is tripped."""
+    for tripped, would in ((None, False), ({"reason": "low"}, True)):
+        node = FakeNode({}, {"phase": "steady", "tripped": tripped})
+        result = run(module(check_mode=True, helpers_state="stopped", guard_clear=True), node)
+        assert (result["guard_changed"], result["changed"]) == (would, would), tripped
