@@ -73,7 +73,7 @@ PROFILE_ENV = {
     "COLUMNS": "200",
 }
 # The boot's own phases, as its report's last line names them ("boot phases: plan and preflight 3.8 s, ...").
-PHASES = ("plan and preflight", "converge", "pause, arm and create", "workers", "head", "wait and smoke", "steady")
+PHASES = ("plan and preflight", "converge", "create", "workers", "head", "wait and smoke", "steady")
 PHASE_LINE = re.compile(r"boot phases: (.*?); in all ([\d.]+) s")
 TARGET_GROWTH = 1.1  # (check sim8 / check sim3) / (ping sim8 / ping sim3)
 TARGET_OVERHEAD_S = 10.0  # a real boot's wall time beyond the engines' own start, on a prepared sim3
@@ -177,7 +177,7 @@ def stages(stdout: str) -> tuple[dict[str, float], list[tuple[str, float]]]:
     if found is None:
         raise SystemExit(f"bench_boot: the boot printed no 'boot phases:' line:\n{stdout[-3000:]}")
     sums = dict.fromkeys(PHASES, 0.0)
-    # a phase's name may hold a comma ("pause, arm and create"): each part is "<name> <seconds> s"
+    # each part is "<name> <seconds> s" (a phase's name may hold a comma)
     for name, seconds in re.findall(r"(?:^|, )([a-z][a-z ,]*?) ([\d.]+) s", found.group(1)):
         sums[name] = float(seconds)
     recap = stdout[stdout.rindex("TASKS RECAP") :]

@@ -32,6 +32,7 @@ ARGUMENT_SPEC = {
     "key_file": {"type": "path", "required": True},
     "key_create": {"type": "bool", "default": True},
     "node_facts": {"type": "dict", "default": {}},
+    "node_facts_by_host": {"type": "dict", "default": {}},
 }
 KEY_LENGTH = 40
 KEY_CHARS = string.ascii_letters + string.digits
@@ -58,14 +59,24 @@ class ActionModule(ActionBase):
         attribute = NETWORKS.get(str(settings["memguard_peer_network"]), "ansible_host")
         hostvars = task_vars.get("hostvars") or {}
         peers = {name: (hostvars[name].get(attribute) if name in hostvars else None) or "" for name in hosts}
+        by_host = args["node_facts_by_host"]
         try:
             key = args["key"] or self._key(args["key_file"], create=args["key_create"] and not self._task.check_mode)
+            with open(self._find_needle("files", SCRIPT_NAME), "rb") as script:
+                script_sha256 = hashlib.sha256(script.read()).hexdigest()
+            if by_host:  # every host at once (run_once): what would change on each, from its facts
+                differences = {}
+                for name in hosts:
+                    config = memguard_config(args["host_section"], args["container_name"], settings, name, peers, key)
+                    expected = expectation(config, settings, script_sha256)[1]
+                    differences[name] = difference(by_host.get(name) or {}, expected)
+                result.update(differences=differences, key_missing=key is None)
+                return result
             config = memguard_config(args["host_section"], args["container_name"], settings, host, peers, key)
         except (MemguardConfigError, OSError) as error:
             result.update(failed=True, msg=f"dgxspark.cluster.memguard_plan: {error}")
             return result
-        with open(self._find_needle("files", SCRIPT_NAME), "rb") as script:
-            texts, expected = expectation(config, settings, hashlib.sha256(script.read()).hexdigest())
+        texts, expected = expectation(config, settings, script_sha256)
         result.update(
             config=config,
             texts=texts,

@@ -43,7 +43,7 @@ def _list(engine: DockerEngine, label: str) -> list[Mapping[str, Any]]:
     return [c for c in data if isinstance(c, Mapping) and label in (c.get("Labels") or {})]
 
 
-def _inspect(engine: DockerEngine, ident: str) -> Mapping[str, Any] | None:
+def inspect_container(engine: DockerEngine, ident: str) -> Mapping[str, Any] | None:
     status, data = engine.get(f"/containers/{quote(ident, safe='')}/json")
     if status == 404:
         return None
@@ -52,14 +52,14 @@ def _inspect(engine: DockerEngine, ident: str) -> Mapping[str, Any] | None:
     return data
 
 
-def _logs(engine: DockerEngine, ident: str, lines: int) -> list[str]:
+def container_logs(engine: DockerEngine, ident: str, lines: int) -> list[str]:
     status, body = engine.get_raw(f"/containers/{quote(ident, safe='')}/logs?stdout=1&stderr=1&tail={int(lines)}")
     if status != 200:
         return []
     return [line for line in demultiplex_logs(body).splitlines() if line.strip()]
 
 
-def _record(inspect: Mapping[str, Any], log_tail: list[str]) -> dict[str, Any]:
+def container_record(inspect: Mapping[str, Any], log_tail: list[str]) -> dict[str, Any]:
     state = inspect.get("State") or {}
     labels = dict((inspect.get("Config") or {}).get("Labels") or {})
     return {
@@ -119,10 +119,10 @@ def stop_ranks(
         removed: list[str] = []
         for item in sorted(found, key=lambda c: str((c.get("Labels") or {}).get(label))):
             ident = str(item.get("Id"))
-            inspect = _inspect(engine, ident)
+            inspect = inspect_container(engine, ident)
             if inspect is None:  # gone between the list and the look
                 continue
-            record = _record(inspect, [])
+            record = container_record(inspect, [])
             name = record["name"]
             was_running = record["running"]
             record["was_running"] = was_running
@@ -134,9 +134,9 @@ def stop_ranks(
                     )
                     if status not in (204, 304, 404):
                         raise RankStopError(f"{name}: the engine refused to stop it (HTTP {status}: {data})")
-                    inspect = _inspect(engine, ident) or inspect
-            tail = _logs(engine, ident, max(log_lines, saved_lines if (remove and save_dir) else 0))
-            record.update(_record(inspect, tail[-log_lines:] if log_lines else []), was_running=was_running)
+                    inspect = inspect_container(engine, ident) or inspect
+            tail = container_logs(engine, ident, max(log_lines, saved_lines if (remove and save_dir) else 0))
+            record.update(container_record(inspect, tail[-log_lines:] if log_lines else []), was_running=was_running)
             record["saved"] = None
             record["removed"] = False
             if remove:

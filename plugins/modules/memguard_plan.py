@@ -63,6 +63,13 @@ options:
     description: This host's C(dgxspark.cluster.node_facts) result's C(node); empty - no C(difference) is worked out.
     type: dict
     default: {}
+  node_facts_by_host:
+    description:
+      - Every host's C(dgxspark.cluster.node_facts) result's C(node), by inventory name. Given, every host of
+        O(hosts) is planned at once (run the task with C(run_once), as the boot's preflight does) and the result
+        is RV(differences) and RV(key_missing) only.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -126,6 +133,10 @@ key_missing:
   description: Whether there was no key (not given, no key file, and none created).
   returned: success
   type: bool
+differences:
+  description: With O(node_facts_by_host), what differs on each host (as RV(difference)), by inventory name.
+  returned: with O(node_facts_by_host)
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -142,6 +153,7 @@ def main() -> None:
             "key_file": {"type": "path", "required": True},
             "key_create": {"type": "bool", "default": True},
             "node_facts": {"type": "dict", "default": {}},
+            "node_facts_by_host": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )

@@ -59,6 +59,18 @@ options:
       - This node's rank container, looked at once more after the steps (as C(dgxspark.cluster.rank_health)
         looks, without its API), into RV(rank); left out, no rank is looked at.
     type: str
+  start_rank:
+    description:
+      - Start O(rank_container) last, when every step before it did its work - the boot's start phase, one round
+        trip per node (pause, arm, start). Only the container the plan created is started - it must carry the
+        collection's rank label and O(spec_sha256) as its spec label, under its own name. One that runs already
+        is left alone; one that exits right after its start fails the step, with its exit code and log tail in
+        RV(rank).
+    type: bool
+    default: false
+  spec_sha256:
+    description: The plan's spec hash of the rank that O(start_rank) starts.
+    type: str
   docker_host:
     description: The Docker engine's socket URL (for O(rank_container)).
     type: str
@@ -78,9 +90,10 @@ attributes:
   platform:
     support: full
     platforms: posix
-    description: A node with systemd.
+    description: A node with systemd (and a Docker engine, for O(rank_container)).
 seealso:
   - module: dgxspark.cluster.node_facts
+  - module: dgxspark.cluster.rank_stop
 """
 
 EXAMPLES = r"""
@@ -89,6 +102,16 @@ EXAMPLES = r"""
     helpers: [comfyui.service, ollama.service]
     helpers_state: stopped
     guard_phase: startup
+
+- name: Pause the helpers, arm the guard, then start this node's rank (created as planned) - one round trip
+  dgxspark.cluster.node_phase:
+    helpers: [comfyui.service]
+    helpers_state: stopped
+    mem_available_min_gib: 100
+    guard_phase: startup
+    rank_container: vllm_dsv41
+    start_rank: true
+    spec_sha256: "{{ boot_rank.spec_sha256 }}"
 
 - name: The guard to steady, then resume the helpers, then look at the rank once more
   dgxspark.cluster.node_phase:
@@ -122,8 +145,15 @@ rank:
     C(exit_code), C(log_tail), ...), after the other steps.
   returned: when O(rank_container) is given
   type: dict
+rank_started:
+  description: With O(start_rank), the started container (C(name), C(id), C(running), C(status), C(exit_code),
+    C(started_at), C(spec_sha256), C(log_tail)) and whether it was started (C(changed)); null when the step did
+    not run (a step before it failed).
+  returned: with O(start_rank)
+  type: dict
 errors:
-  description: What failed, a line per step (C(helpers), C(guard)); empty when every step did its work.
+  description: What failed, a line per step (C(helpers), C(memory), C(guard), C(rank)); empty when every step did
+    its work.
   returned: always
   type: list
   elements: str
@@ -136,6 +166,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import parse_meminfo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError, start_rank
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
 
 
@@ -188,6 +219,13 @@ class Node:
         engine = DockerEngine(socket_path(self.module.params["docker_host"]), 5.0)
         try:
             return rank_health(engine, container, None)
+        finally:
+            engine.close()
+
+    def start(self, container: str, spec_sha256: str) -> dict:
+        engine = DockerEngine(socket_path(self.module.params["docker_host"]), float(self.module.params["timeout"]))
+        try:
+            return start_rank(engine, name=container, spec_sha256=spec_sha256, check_mode=self.module.check_mode)
         finally:
             engine.close()
 
@@ -258,9 +296,27 @@ def run(module: AnsibleModule, node: Node) -> dict:
                 "start (host.min_mem_available_gib)"
             )
 
+    def start_step() -> None:
+        result["rank_started"] = None
+        if result["errors"]:  # a rank starts only once its node is paused and its guard armed
+            return
+        try:
+            started = node.start(params["rank_container"], params["spec_sha256"])
+        except RankStartError as error:
+            result["rank_started"] = {"changed": False, "container": error.record}
+            result["errors"].append(f"rank: {error}")
+            return
+        except ValueError as error:  # docker_host is not a socket URL
+            result["errors"].append(f"rank: {error}")
+            return
+        result["rank_started"] = started
+        result["changed"] = result["changed"] or started["changed"]
+
     steps = (helpers_step, memory_step, guard_step) if wanted == "stopped" else (guard_step, helpers_step)
     for step in steps:
         step()
+    if params.get("start_rank"):
+        start_step()
     if params.get("rank_container"):
         try:
             result["rank"] = node.rank(params["rank_container"])
@@ -279,9 +335,12 @@ def main() -> None:
             "guard_clear": {"type": "bool", "default": False},
             "guard_command": {"type": "path", "default": "/usr/local/sbin/dgxspark-memguard"},
             "rank_container": {"type": "str"},
+            "start_rank": {"type": "bool", "default": False},
+            "spec_sha256": {"type": "str"},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
             "timeout": {"type": "int", "default": 90},
         },
+        required_if=[("start_rank", True, ("rank_container", "spec_sha256"))],
         supports_check_mode=True,
     )
     bad = [u for u in module.params["helpers"] if not u or u.startswith("-") or any(c.isspace() for c in u)]

@@ -50,7 +50,7 @@ def guard_summary(hosts: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
 PHASES = (
     ("plan", "plan and preflight"),
     ("converge", "converge"),
-    ("pause", "pause, arm and create"),
+    ("create", "create"),
     ("workers", "workers"),
     ("head", "head"),
     ("wait", "wait and smoke"),
@@ -88,9 +88,10 @@ def startup_figures(head: Mapping[str, Any]) -> str | None:
     return "startup (from the head's engine start): " + ", ".join(parts) if parts else None
 
 
-def phase_times(hosts: Sequence[Mapping[str, Any]]) -> str | None:
-    """``boot phases: ...``: each phase's wall time on the controller's clock, from the earliest host's mark."""
-    marks: dict[str, float] = {}
+def phase_times(hosts: Sequence[Mapping[str, Any]], ended: float | None = None) -> str | None:
+    """``boot phases: ...``: each phase's wall time on the controller's clock, from the earliest host's mark;
+    ``ended`` (when the report is made) is the last mark, unless a host marked ``end`` itself."""
+    marks: dict[str, float] = {} if ended is None else {"end": float(ended)}
     for host in hosts:
         for key, value in (_get(host, "boot_clock", {}) or {}).items():
             marks[key] = min(float(value), marks.get(key, float("inf")))
@@ -102,8 +103,11 @@ def phase_times(hosts: Sequence[Mapping[str, Any]]) -> str | None:
     return f"boot phases: {', '.join(parts)}; in all {marks[known[-1][0]] - marks[known[0][0]]:.1f} s"
 
 
-def boot_report(hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], prompt: str) -> list[str]:
-    """The report of a boot that serves: endpoint, ranks, guard, sample completion."""
+def boot_report(
+    hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], prompt: str, ended: float | None = None
+) -> list[str]:
+    """The report of a boot that serves: endpoint, ranks, guard, sample completion, startup figures and phase
+    times (``ended``: when the boot ended, epoch seconds)."""
     by_rank = sorted(hosts, key=lambda h: int(_get(h, "boot_rank", {}).get("rank", 0)))
     head = next((h for h in by_rank if h.get("inventory_hostname") == plan["head"]), by_rank[0])
     port = plan["ranks"][0]["api_port"]
@@ -126,7 +130,7 @@ def boot_report(hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], pro
         lines.append(f'sample completion ("{prompt}"): {str(choices[0].get("text", "")).strip()}')
     elif smoke.get("text") is not None:
         lines.append(f'sample completion ("{prompt}"): {str(smoke["text"]).strip()}')
-    return lines + [line for line in (startup_figures(head), phase_times(by_rank)) if line]
+    return lines + [line for line in (startup_figures(head), phase_times(by_rank, ended)) if line]
 
 
 def boot_undo_report(hosts: Sequence[Mapping[str, Any]], failed: Sequence[str], lost: Sequence[str]) -> list[str]:

@@ -15,8 +15,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import render_docker_args
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import (
+    DOCKER_RUN_OPTIONS,
+    render_docker_args,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Problem, ProfileError
+
+# What every rank's container sets whatever its docker_run_args (docker_container_params below)
+FIXED_PARAMETERS = (
+    "name",
+    "image",
+    "entrypoint",
+    "command",
+    "command_handling",
+    "env",
+    "labels",
+    "state",
+    "detach",
+    "pull",
+    "restart_policy",
+    "auto_remove",
+)
+# Every docker_container parameter a plan's container can hold: the fixed ones and those a docker_run_args
+# option renders to (dgxspark.cluster.rank_container refuses any other)
+PARAMETERS = frozenset(FIXED_PARAMETERS) | {row.parameter for row in DOCKER_RUN_OPTIONS.values() if row.renders}
 
 
 def docker_container_params(rank: Mapping[str, Any]) -> dict[str, Any]:

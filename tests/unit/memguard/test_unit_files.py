@@ -167,10 +167,14 @@ def test_a_wildcard_address_is_refused(address: str) -> None:
 
 
 def test_the_role_hands_the_plan_each_setting() -> None:
-    """difference.yml hands memguard_plan every setting memguard_config reads, by its variable's name."""
-    tasks = yaml.safe_load((ROLE / "tasks" / "difference.yml").read_text())
-    [plan] = [t for t in tasks if "dgxspark.cluster.memguard_plan" in t]
-    assert sorted(plan["dgxspark.cluster.memguard_plan"]["settings"]) == sorted(SETTINGS)
+    """Both planning entry points hand memguard_plan every setting memguard_config reads, by its variable's name
+    (vars/main.yml's memguard_plan_settings)."""
+    settings = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["memguard_plan_settings"]
+    assert sorted(settings) == sorted(SETTINGS)
+    for entry in ("difference.yml", "differences.yml"):
+        tasks = yaml.safe_load((ROLE / "tasks" / entry).read_text())
+        [plan] = [t for t in tasks if "dgxspark.cluster.memguard_plan" in t]
+        assert plan["dgxspark.cluster.memguard_plan"]["settings"] == "{{ memguard_plan_settings }}", entry
     assert not (ROLE / "templates").exists()  # one rendering, in Python: what is compared is what is written
 
 

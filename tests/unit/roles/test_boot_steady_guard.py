@@ -69,8 +69,7 @@ def stored(**changes: Any) -> dict[str, Any]:
 
 def test_the_tasks_are_there() -> None:
     assert [t["name"] for t in guard_tasks()] == [
-        "Fail when a memory guard is tripped (a tripped guard guards nothing)",
-        "Fail when a memory guard is not healthy (a guard that cannot hear its peers or write its log)",
+        "Fail when a memory guard is tripped, or not healthy after the switch (a tripped guard guards nothing)",
     ]
 
 

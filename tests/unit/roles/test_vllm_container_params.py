@@ -1,40 +1,81 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vllm_container role's one docker_container task passes every parameter the plan can render.
+"""The plan's container parameters reach community.docker.docker_container whole.
 
-The plan refuses a docker_run_args option unless it renders to a docker_container parameter; a parameter
-the task then did not pass on would be dropped silently, and what starts would not be what was judged.
+The plan refuses a docker_run_args option unless it renders to a docker_container parameter; the
+vllm_container role passes the plan's dict through dgxspark.cluster.rank_container, which refuses a key the
+plan cannot produce. Every key it accepts must be a docker_container option, and the role's task must pass the
+plan's dict as it is (nothing picked out, so nothing dropped).
 """
 
 from __future__ import annotations
 
 import pathlib
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
 import yaml
 
+from ansible_collections.dgxspark.cluster.plugins.action import rank_container
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import FIXED_PARAMETERS, PARAMETERS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import DOCKER_RUN_OPTIONS
 
 TASK = pathlib.Path(__file__).resolve().parents[3] / "roles" / "vllm_container" / "tasks" / "container.yml"
 
 
-def _task_parameters() -> dict[str, str]:
-    (task, *_rest) = yaml.safe_load(TASK.read_text(encoding="utf-8"))
-    return task["community.docker.docker_container"]
-
-
-def test_every_rendered_parameter_is_passed_on() -> None:
-    passed = _task_parameters()
+def test_every_rendered_parameter_is_accepted() -> None:
     rendered = {row.parameter for row in DOCKER_RUN_OPTIONS.values() if row.renders}
-    missing = sorted(name for name in rendered if name not in passed)
-    assert not missing, f"{TASK.name} drops these rendered parameters: {missing}"
-    for name in rendered - {"restart_policy"}:
-        assert passed[name] == f"{{{{ p.{name} | default(omit) }}}}", name
+    assert rendered | set(FIXED_PARAMETERS) == PARAMETERS
 
 
-def test_every_passed_parameter_is_a_docker_container_option() -> None:
+def test_every_accepted_parameter_is_a_docker_container_option() -> None:
     from ansible_collections.community.docker.plugins.modules import docker_container
 
     documented = yaml.safe_load(docker_container.DOCUMENTATION)["options"]
     aliases = {alias for spec in documented.values() for alias in spec.get("aliases", [])}
-    unknown = sorted(name for name in _task_parameters() if name not in documented and name not in aliases)
+    unknown = sorted(name for name in PARAMETERS if name not in documented and name not in aliases)
     assert not unknown, f"not options of community.docker.docker_container: {unknown}"
+
+
+def test_the_role_passes_the_plans_dict_as_it_is() -> None:
+    (task, *_rest) = yaml.safe_load(TASK.read_text(encoding="utf-8"))
+    assert task["dgxspark.cluster.rank_container"]["params"] == "{{ vllm_container_params }}"
+
+
+class Action(rank_container.ActionModule):
+    """The action with Ansible's plumbing replaced: validated arguments given, the module run recorded."""
+
+    def __init__(self, args: dict[str, Any]) -> None:  # pylint: disable=super-init-not-called
+        self._args = args
+        self.executed: list[tuple[str, dict[str, Any]]] = []
+        self._task = SimpleNamespace(async_val=0, check_mode=False)
+
+    def validate_argument_spec(self, argument_spec=None, mutually_exclusive=None, **_kwargs):
+        return None, {"state": "started", "recreate": False, **self._args}
+
+    def _execute_module(self, module_name=None, module_args=None, task_vars=None, **_kwargs):
+        self.executed.append((module_name, module_args))
+        return {"changed": True, "container": {"Name": "/" + module_args["name"]}}
+
+
+@pytest.fixture(autouse=True)
+def _no_action_base_run(monkeypatch):
+    monkeypatch.setattr(rank_container.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+
+
+def test_the_plans_parameters_reach_docker_container_with_state_and_recreate() -> None:
+    params = {"name": "vllm_dsv41", "image": "img", "ipc_mode": "host", "state": "started", "pull": "never"}
+    action = Action({"params": params, "state": "created", "recreate": True})
+    result = action.run(task_vars={})
+    assert result["changed"] is True
+    [(module, args)] = action.executed
+    assert module == "community.docker.docker_container"
+    assert args == {**params, "state": "present", "recreate": True}
+
+
+def test_a_key_the_plan_cannot_produce_is_refused_naming_it() -> None:
+    action = Action({"params": {"name": "x", "image": "img", "privileged_mode": True, "volumes_frm": []}})
+    result = action.run(task_vars={})
+    assert result["failed"] is True and "privileged_mode, volumes_frm" in result["msg"]
+    assert action.executed == []

@@ -135,3 +135,24 @@ def test_an_unusable_setting_fails_naming_it(tmp_path: pathlib.Path) -> None:
     del settings["memguard_python"]
     result = run({"key_file": str(tmp_path / "key"), "settings": settings})
     assert result["failed"] and result["msg"] == "dgxspark.cluster.memguard_plan: settings lacks memguard_python"
+
+
+def test_every_host_at_once_gives_each_hosts_difference_as_one_host_would(tmp_path: pathlib.Path) -> None:
+    """node_facts_by_host (the boot's preflight, run once): each host's difference is what that host's own
+    plan gives; a host whose facts are missing differs (never counted as a match); no key is made."""
+    args = {"key_file": str(tmp_path / "key"), "key_create": False}
+    one = {host: run(args, host=host)["expected"] for host in HOSTVARS}
+    facts = {host: matching_facts(expected) for host, expected in one.items()}
+    facts["spark-w1"]["files"]["paths"]["/usr/local/sbin/dgxspark-memguard"]["sha256"] = "1" * 64
+    del facts["spark-w2"]
+    result = run({**args, "node_facts_by_host": facts}, host="spark-head")
+    assert not result.get("failed"), result
+    assert set(result) >= {"differences", "key_missing"} and "texts" not in result
+    assert result["differences"]["spark-head"] == []
+    assert result["differences"]["spark-w1"] == [
+        f"/usr/local/sbin/dgxspark-memguard: sha256 111111111111 → "
+        f"{one['spark-w1']['files']['/usr/local/sbin/dgxspark-memguard'][:12]}"
+    ]
+    missing = result["differences"]["spark-w2"]
+    assert missing and all("not looked at" in line for line in missing[:4])
+    assert result["key_missing"] is True and not (tmp_path / "key").exists()

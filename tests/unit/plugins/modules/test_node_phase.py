@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError
 from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import run
 
 PARAMS = {
@@ -16,6 +17,8 @@ PARAMS = {
     "guard_clear": False,
     "rank_container": None,
     "mem_available_min_gib": None,
+    "start_rank": False,
+    "spec_sha256": None,
 }
 
 
@@ -44,6 +47,12 @@ class FakeNode:
     def rank(self, container: str) -> dict[str, Any]:
         self.calls.append(("rank", container))
         return {"exists": True, "running": True, "status": "running"}
+
+    def start(self, container: str, spec_sha256: str) -> dict[str, Any]:
+        self.calls.append(("start-rank", container, spec_sha256))
+        if spec_sha256 != "planned":
+            raise RankStartError(f"{container} carries spec other, the plan's is {spec_sha256}", {"name": container})
+        return {"changed": True, "container": {"name": container, "running": True}}
 
     def guard(self, *words: str) -> dict[str, Any]:
         self.calls.append(("guard", *words))
@@ -165,3 +174,31 @@ def test_check_mode_clearing_alone_changes_only_a_tripped_guard() -> None:
         node = FakeNode({}, {"phase": "steady", "tripped": tripped})
         result = run(module(check_mode=True, helpers_state="stopped", guard_clear=True), node)
         assert (result["guard_changed"], result["changed"]) == (would, would), tripped
+
+
+def test_the_start_phase_pauses_arms_then_starts_the_rank_in_one_round_trip() -> None:
+    node = FakeNode({"comfy.service": "active"}, {"phase": "idle", "tripped": None}, free=100 * 1024**3)
+    params = {"helpers": ["comfy.service"], "helpers_state": "stopped", "guard_phase": "startup"}
+    rank = {"rank_container": "vllm_dsv41", "start_rank": True, "spec_sha256": "planned"}
+    result = run(module(**params, **rank, mem_available_min_gib=100), node)
+    assert node.calls == [
+        ("stop", "comfy.service"),
+        ("meminfo",),
+        ("guard", "phase", "startup"),
+        ("start-rank", "vllm_dsv41", "planned"),
+        ("rank", "vllm_dsv41"),
+    ]
+    assert result["changed"] and not result["errors"]
+    assert result["rank_started"] == {"changed": True, "container": {"name": "vllm_dsv41", "running": True}}
+
+
+def test_a_rank_never_starts_after_a_step_that_failed_nor_when_it_is_not_the_plans() -> None:
+    node = FakeNode({"comfy.service": "active"}, {"phase": "idle", "tripped": None}, free=0)
+    rank = {"rank_container": "vllm_dsv41", "start_rank": True, "spec_sha256": "planned"}
+    result = run(module(helpers=["comfy.service"], helpers_state="stopped", mem_available_min_gib=100, **rank), node)
+    assert result["errors"][0].startswith("memory: MemAvailable 10.0 GiB once the helpers stopped")
+    assert result["rank_started"] is None and not [c for c in node.calls if c[0] == "start-rank"]
+    node = FakeNode({}, {"phase": "idle", "tripped": None})
+    result = run(module(helpers_state="stopped", guard_phase="startup", **{**rank, "spec_sha256": "stale"}), node)
+    assert result["errors"] == ["rank: vllm_dsv41 carries spec other, the plan's is stale"]
+    assert result["rank_started"] == {"changed": False, "container": {"name": "vllm_dsv41"}}

@@ -108,15 +108,15 @@ def test_startup_figures_and_phase_times() -> None:
         0,
         boot_served={"models": ["m"], "seconds": 5, "started_at": "2026-12-01T12:00:00.5Z"},
         boot_smoke={"text": " 1, 2", "sent_at": 1796126406.0, "ttft": 0.25},
-        boot_clock={"plan": 100.0, "converge": 101.5, "pause": 110.0, "wait": 113.0, "finish": 120.0, "end": 121.0},
+        boot_clock={"plan": 100.0, "converge": 101.5, "create": 110.0, "wait": 113.0, "finish": 120.0},
     )
     head["boot_served"].update(port_open_at=1796126404.5, ready_at=1796126405.0)  # 4.0 s and 4.5 s after start
     worker = host("w1", 1, boot_clock={"plan": 100.2, "workers": 111.0, "wait": 113.1})
-    lines = boot_report([head, worker], PLAN, "Count:")
+    lines = boot_report([head, worker], PLAN, "Count:", ended=121.0)
     assert 'sample completion ("Count:"): 1, 2' in lines
     assert "startup (from the head's engine start): port open 4.0 s, HTTP ready 4.5 s, first token 5.8 s" in lines
     assert lines[-1] == (
-        "boot phases: plan and preflight 1.5 s, converge 8.5 s, pause, arm and create 1.0 s, workers 2.0 s, "
+        "boot phases: plan and preflight 1.5 s, converge 8.5 s, create 1.0 s, workers 2.0 s, "
         "wait and smoke 7.0 s, steady 1.0 s; in all 21.0 s"
     )
 
