@@ -12,9 +12,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_report
 
 
-def boot_report(hosts: Any, plan: Any, prompt: str = "") -> list[str]:
+def boot_report(hosts: Any, plan: Any, prompt: str = "", startup_wait: Any = None) -> list[str]:
     try:
-        return _boot_report.boot_report(list(hosts), plan, str(prompt))
+        return _boot_report.boot_report(list(hosts), plan, str(prompt), startup_wait)
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise AnsibleFilterError(f"dgxspark.cluster.boot_report: {error}") from None
 
