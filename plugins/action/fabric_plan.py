@@ -70,7 +70,8 @@ class ActionModule(ActionBase):
             return result
         share = shares[host]
         settings = share["settings"]
-        result.update(share, src=src)
+        waiver = (profile.data.get("waivers") or {}).get("fabric-not-management")
+        result.update(share, src=src, management_waiver=waiver)
         fabric = share["fabric"]
         ports = ", ".join(share["interfaces"])
         result["msg"] = (

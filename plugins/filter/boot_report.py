@@ -12,9 +12,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_report
 
 
-def boot_report(hosts: Any, plan: Any, prompt: str = "", ended: Any = None) -> list[str]:
+def boot_report(hosts: Any, plan: Any, prompt: str = "", startup_wait: Any = None, ended: Any = None) -> list[str]:
     try:
-        return _boot_report.boot_report(list(hosts), plan, str(prompt), None if ended is None else float(ended))
+        return _boot_report.boot_report(
+            list(hosts), plan, str(prompt), startup_wait, None if ended is None else float(ended)
+        )
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise AnsibleFilterError(f"dgxspark.cluster.boot_report: {error}") from None
 

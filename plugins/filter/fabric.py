@@ -38,7 +38,18 @@ def fabric_nccl_names(node: Any, fabric: Any) -> dict[str, Any]:
         ) from None
 
 
+def fabric_not_management(node: Any, host: Any, management: Any = None, waived: Any = None) -> dict[str, str]:
+    """The boot preflight's ``fabric-not-management`` line for one node, from its node_facts (``fabric`` section,
+    gathered for its planned ports): no planned port carries ``management`` (where Ansible connects to it), nor
+    its IPv4 default route. The same function as the preflight's, so the fabric role refuses what it refuses."""
+    if not isinstance(node, dict):
+        raise AnsibleFilterError("dgxspark.cluster.fabric_not_management: needs a node_facts node (a dict)")
+    name = str(host)
+    return _not_management(name, node, str(management) if management else name, str(waived) if waived else None)
+
+
 # imported when first called (plugin_utils/_lazy.py says why)
+_not_management = lazy("plugin_utils._preflight", "fabric_not_management")
 nccl_names = lazy("module_utils._fabric_verify", "nccl_names")
 verify_report = lazy("plugin_utils._fabric", "verify_report")
 
@@ -49,4 +60,5 @@ class FilterModule:
             "fabric_report": verify_report,
             "nccl_tests_verdict": nccl_tests_verdict,
             "fabric_nccl_names": fabric_nccl_names,
+            "fabric_not_management": fabric_not_management,
         }

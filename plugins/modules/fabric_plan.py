@@ -109,6 +109,11 @@ settings:
     C(prefix) of the plan.
   returned: success
   type: dict
+management_waiver:
+  description: The reason the profile gives for waiving C(fabric-not-management) (C(waivers)), null without one; the
+    fabric role's check of its ports against the management interface then WARNs instead of failing.
+  returned: success
+  type: str
 problems:
   description: Every problem found, each with C(path), C(message), C(found), C(expected) and C(hint).
   returned: failure

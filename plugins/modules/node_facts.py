@@ -375,8 +375,9 @@ node:
       description:
         - The memory guard, read from its files (never asked). C(installed) (its state or trip file exists),
           C(running) (the state's C(pid) is alive and the state is no older than its C(health.stale_after_s), 30 s
-          when it has none; null without a state file), C(pid), C(phase), C(startup_overdue), C(trips),
-          C(updated_utc), C(state_age_s), C(last_sample), C(health) (the guard's own C(ok), C(problems),
+          when it has none; null without a state file), C(pid), C(phase), C(startup_overdue) (the last load's
+          startup phase ran over its wait), C(startup_seconds) (how long it ran), C(trips), C(updated_utc),
+          C(state_age_s), C(last_sample), C(health) (the guard's own C(ok), C(problems),
           C(write_errors), C(watchdog_s), C(stale_after_s), C(started); null from a guard that writes none),
           C(peers) (C(listening) and C(listen_error) of its peer listener, null with none; C(rejections), the
           connections refused; C(clock_skew), a peer's trip refused for its date),

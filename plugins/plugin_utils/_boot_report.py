@@ -103,11 +103,40 @@ def phase_times(hosts: Sequence[Mapping[str, Any]], ended: float | None = None) 
     return f"boot phases: {', '.join(parts)}; in all {marks[known[-1][0]] - marks[known[0][0]]:.1f} s"
 
 
+def startup_overdue(hosts: Sequence[Mapping[str, Any]], wait: Any = None) -> list[str]:
+    """``WARN memory guard: ...``, a line per node whose guard recorded this load's startup phase overdue (it ran
+    over ``host.startup_memguard_wait_seconds``, ``wait``): the guard judged it by the steady floor and grace from
+    then on and did not stop it (a slow load is not killed for being slow), but the operator should know how long
+    it took. From each guard's answer to the switch to steady (``startup_overdue``, ``startup_seconds``)."""
+    limit = f" ({wait:g} s)" if isinstance(wait, (int, float)) and not isinstance(wait, bool) else ""
+    lines = []
+    for host in hosts:
+        state = _get(_get(host, "boot_steadied", {}), "guard", {})
+        if not isinstance(state, Mapping) or state.get("startup_overdue") is not True:
+            continue
+        took = state.get("startup_seconds")
+        how_long = (
+            f"took {took:.1f} s"
+            if isinstance(took, (int, float)) and not isinstance(took, bool)
+            else "took an unrecorded time (its guard predates startup_seconds)"
+        )
+        lines.append(
+            f"WARN memory guard: the load on {host.get('inventory_hostname')} {how_long}, over "
+            f"host.startup_memguard_wait_seconds{limit}: judged by the steady floor and grace from then on, not "
+            "stopped (a slow load is not killed for being slow); find out why it was slow"
+        )
+    return lines
+
+
 def boot_report(
-    hosts: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], prompt: str, ended: float | None = None
+    hosts: Sequence[Mapping[str, Any]],
+    plan: Mapping[str, Any],
+    prompt: str,
+    startup_wait: Any = None,
+    ended: float | None = None,
 ) -> list[str]:
-    """The report of a boot that serves: endpoint, ranks, guard, sample completion, startup figures and phase
-    times (``ended``: when the boot ended, epoch seconds)."""
+    """The report of a boot that serves: endpoint, ranks, guard (and a load over the startup wait), sample
+    completion, startup figures and phase times (``ended``: when the boot ended, epoch seconds)."""
     by_rank = sorted(hosts, key=lambda h: int(_get(h, "boot_rank", {}).get("rank", 0)))
     head = next((h for h in by_rank if h.get("inventory_hostname") == plan["head"]), by_rank[0])
     port = plan["ranks"][0]["api_port"]
@@ -123,7 +152,7 @@ def boot_report(
         f"{_get(_get(h, 'boot_steadied', {}), 'rank', {}).get('status')}"
         for h in by_rank
     )
-    lines = [endpoint, f"ranks: {ranks}", guard_summary(by_rank)[0]]
+    lines = [endpoint, f"ranks: {ranks}", guard_summary(by_rank)[0], *startup_overdue(by_rank, startup_wait)]
     smoke = _get(head, "boot_smoke", {})
     choices = (smoke.get("json") or {}).get("choices") if isinstance(smoke, Mapping) else None
     if choices:

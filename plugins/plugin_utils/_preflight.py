@@ -5,7 +5,10 @@
 One line per check and per node, PASS, FAIL, WARN or SKIP with the reason; a check skipped on purpose
 says so and what it would have been. Nothing here touches a node: it reads what node_facts gathered.
 
-Checks (names for ``skip``): ``node-facts`` (the node answered), ``docker`` (its engine answers),
+Checks (names for ``skip``): ``node-facts`` (the node answered), ``node-problems`` (what node_facts could not
+read or write there, its ``problems``: each named with its section, source and message, a WARN, since the value
+it left null may hide something another check then cannot see; a non-root login that cannot write the weights'
+hash cache, say), ``docker`` (its engine answers),
 ``mem-available`` (the profile's ``host.min_mem_available_gib``; seed 000: 100 GiB; only for a rank that must
 start: a rank already serving exactly as planned passes whatever its MemAvailable), ``previous-container``
 (none of the rank's name, unless it already serves exactly as planned or the operator asked to replace it; one
@@ -18,7 +21,9 @@ unless the operator asked to clear it; a guard that is down - its state stale or
 failed - FAILs with the unit's result and restarts and says to read ``journalctl`` and ``systemctl
 reset-failed`` it; a guard up whose health is not ok FAILs when its peer listener does not listen or a peer's
 trip was refused for clock skew, and WARNs for other problems, write errors included; a guard not installed
-yet WARNs), ``port-free`` (the head's API port and the master port are not held by another process; held by
+yet WARNs; a guard whose last load's startup phase ran over ``host.startup_memguard_wait_seconds`` - recorded
+overdue and judged as steady from then on, never stopped for being slow - WARNs with how long the load took),
+``port-free`` (the head's API port and the master port are not held by another process; held by
 the rank's own container that serves as planned is fine), ``kernel`` and ``limits`` (the kernel role's
 findings: release, pages, memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX
 ports have carrier), ``fabric-not-management`` (no planned fabric port carries the address the boot connects
@@ -52,6 +57,7 @@ GIB = 1024**3
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
 CHECKS = (
     "node-facts",
+    "node-problems",
     "docker",
     "mem-available",
     "previous-container",
@@ -134,6 +140,7 @@ def preflight(
         lines.append(
             _line("node-facts", host, PASS, f"rank {rank['rank']}: facts gathered in {node.get('elapsed_ms')} ms")
         )
+        lines.append(_node_problems(host, node))
         docker = node.get("docker") or {}
         serving = _serving_as_planned(rank, docker)
         as_planned[host] = serving is not None
@@ -148,11 +155,11 @@ def preflight(
             lines.append(image_line)
             if image_id:
                 image_ids[host] = image_id
-        lines.append(_guard(host, node, clear_trip))
+        lines.append(_overdue(_guard(host, node, clear_trip), node, host_section.get("startup_memguard_wait_seconds")))
         lines.append(_ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace))
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
-        lines.append(_fabric_apart(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
+        lines.append(fabric_not_management(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
         lines.append(_weights(host, node, host_section.get("weights_path")))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
     verdicts = identity(facts, [r["host"] for r in plan["ranks"]], host_section.get("weights_path"))
@@ -171,6 +178,27 @@ def preflight(
 
 def _skipped(line: dict[str, str]) -> dict[str, str]:
     return {**line, "status": SKIP, "message": f"skipped on purpose (would be {line['status']}: {line['message']})"}
+
+
+def _node_problems(host: str, node: Mapping[str, Any]) -> dict[str, str]:
+    """``node-problems``: what node_facts reports it could not read or write (``problems``: section, source,
+    message), each named; a WARN, since a value it left null may hide what another check needs."""
+    problems = node.get("problems")
+    if not problems or not isinstance(problems, list):
+        return _line("node-problems", host, PASS, "node_facts reported no problem")
+    named = []
+    for item in problems:
+        if isinstance(item, Mapping):
+            named.append(f"{item.get('section') or '?'}: {item.get('source') or '?'}: {item.get('message')}")
+        else:
+            named.append(str(item))
+    return _line(
+        "node-problems",
+        host,
+        WARN,
+        f"node_facts reported {len(named)} problem(s) (section: source: message): {'; '.join(named)}; "
+        "a value it could not read is unknown to the other checks",
+    )
 
 
 def _serving_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -363,6 +391,29 @@ def _guard(host: str, node: Mapping[str, Any], clear_trip: bool) -> dict[str, st
             f"({GUARD_UNIT} {unit.get('active_state') or 'unknown'}): the boot starts it",
         )
     return _guard_health(host, guard)
+
+
+def _overdue(line: dict[str, str], node: Mapping[str, Any], wait: Any) -> dict[str, str]:
+    """The guard's last load ran over ``host.startup_memguard_wait_seconds``: the guard recorded it overdue and
+    judged it by the steady floor and grace from then on (a slow load is not stopped for being slow; seed 000's
+    grace). Not a failure, but the operator should know: a PASS becomes a WARN naming how long the load took."""
+    guard = node.get("memguard")
+    if not isinstance(guard, Mapping) or guard.get("startup_overdue") is not True:
+        return line
+    took = guard.get("startup_seconds")
+    took_text = (
+        f"ran {took:.1f} s"
+        if isinstance(took, (int, float)) and not isinstance(took, bool)
+        else "ran over (how long is not recorded: a guard that predates startup_seconds)"
+    )
+    limit = f" ({wait:g} s)" if isinstance(wait, (int, float)) and not isinstance(wait, bool) else ""
+    note = (
+        f"the last load's startup phase {took_text}, over host.startup_memguard_wait_seconds{limit}: the guard "
+        "recorded it overdue and judged it by the steady floor and grace from then on (a slow load is not stopped "
+        "for being slow); find out why it was slow (the weights' disk, helpers not paused, another process's memory)"
+    )
+    status = WARN if line["status"] == PASS else line["status"]
+    return {**line, "status": status, "message": f"{line['message']}; {note}"}
 
 
 def _down(guard: Mapping[str, Any], unit: Mapping[str, Any]) -> str:
@@ -627,12 +678,16 @@ FABRIC_APART_FIX = (
 )
 
 
-def _fabric_apart(host: str, node: Mapping[str, Any], management: str, waived: str | None = None) -> dict[str, str]:
+def fabric_not_management(
+    host: str, node: Mapping[str, Any], management: str, waived: str | None = None
+) -> dict[str, str]:
     """``fabric-not-management``: no planned fabric port carries the address the boot connects to, and none
     holds the node's IPv4 default route. The fabric role takes its ports over (their addresses, MTU 9000,
     their netplan or networkd file), so a management interface among them would lose the connection the
     boot runs on, and NCCL would share it with SSH. A profile that waives the plan's check of the same name
-    (``waivers``, with the reason ``waived``) gets a WARN that repeats the reason instead of a FAIL."""
+    (``waivers``, with the reason ``waived``) gets a WARN that repeats the reason instead of a FAIL. The fabric
+    role runs the same check before it configures a port (the ``fabric_not_management`` filter), when no
+    preflight ran before it (``playbooks/prepare.yml``)."""
     fabric = node.get("fabric")
     ports = fabric.get("interfaces") if isinstance(fabric, Mapping) else None
     if not isinstance(ports, Mapping) or not ports:

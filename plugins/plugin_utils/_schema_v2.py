@@ -292,7 +292,9 @@ HOST = Node(
         "startup_memguard_grace_seconds": Node("number", "Startup-phase grace (seed 000: 45).", minimum=0, default=45),
         "startup_memguard_wait_seconds": Node(
             "number",
-            "Longest startup phase before it counts as failed (seed 000: 120).",
+            "How long the startup phase's floor and grace apply (seed 000: 120). A load still running then is not "
+            "stopped for being slow: the guard records it as overdue and judges it by the steady floor and grace from "
+            "then on; the boot report and the next preflight WARN with how long it took.",
             required=True,
             exclusive_minimum=0,
         ),

@@ -22,7 +22,10 @@ low when MemAvailable is under the phase's floor, when PSI ``full avg10`` is at 
 when /proc/meminfo cannot be read (fail-closed). The guard trips when samples stay low for the phase's
 grace; below the emergency floor it trips at once. A dip is a dip: switching phase during one keeps its
 start and judges it by the new phase's floor and grace. A startup phase that outlasts its wait is
-recorded as overdue and continues as steady (a slow load is not killed for being slow).
+recorded as overdue and continues as steady (a slow load is not killed for being slow: seed 000's grace story,
+ten false kills on a cold load without one); the state keeps ``startup_overdue`` and ``startup_seconds`` (how
+long the last load's startup ran: up to the next phase switch, the boot's own switch to steady for an overdue
+one) until the next load, for the boot and its preflight to report.
 
 The serving container is found by its name AND the collection's label (``dgxspark.cluster.rank``) and
 stopped by its full ID, so a name Docker could read as another container's ID prefix stops nothing.
@@ -507,6 +510,9 @@ class Guard:
         self.phase = "idle"
         self.phase_since = 0.0
         self.startup_overdue = False
+        # the last load: when its startup phase began, and when the phase switch that ended it came
+        self.startup_started: float | None = None
+        self.startup_ended: float | None = None
         self.low_since: float | None = None
         self.wall = wall
         per_grace = max((p.grace_s / p.interval_s for p in config.phases.values()), default=0)
@@ -533,16 +539,32 @@ class Guard:
     def set_phase(self, name: str, now: float) -> dict[str, Any]:
         if name not in PHASES:
             raise ValueError(f"unknown phase {name!r}: one of {', '.join(PHASES)}")
-        if name == self.phase:
+        # An overdue load went on as steady by itself: the switch that comes next (the boot's own, to steady,
+        # once the rank serves) is when the load ended.
+        overdue_loading = self.startup_overdue and self.startup_ended is None
+        if name == self.phase and (name == "startup" or not overdue_loading):
             return self.state(now)  # already there: nothing changes, nothing to record
         before = self.phase
+        ending = before == "startup" or overdue_loading
         self.phase, self.phase_since = name, now
+        extra: dict[str, Any] = {}
+        if ending:
+            self.startup_ended = now
+            extra["startup_seconds"] = self._startup_seconds(now)
         if name == "startup":
             self.startup_overdue = False  # a new load; an overdue one stays on record until then
+            self.startup_started, self.startup_ended = now, None
         if name == "idle":
             self.low_since = None
-        self.record(self._decision("phase", now, f"{before} -> {name}"))
+        self.record(self._decision("phase", now, f"{before} -> {name}", **extra))
         return self.state(now)
+
+    def _startup_seconds(self, now: float) -> float | None:
+        """How long the last load's startup phase ran (to now while it runs); None before any load."""
+        if self.startup_started is None:
+            return None
+        end = self.startup_ended if self.startup_ended is not None else now
+        return round(end - self.startup_started, 2)
 
     def clear(self, now: float) -> dict[str, Any]:
         was = self.tripped
@@ -662,6 +684,7 @@ class Guard:
             "phase_since": self.phase_since,
             "phase_settings": phase.as_dict() if phase else None,
             "startup_overdue": self.startup_overdue,
+            "startup_seconds": self._startup_seconds(now),
             "tripped": self.tripped,
             "trips": self.trips,
             "low_since": self.low_since,

@@ -207,7 +207,7 @@ def _literal(expression: str) -> tuple[bool, Any]:
         ("bench", "playbooks/bench.yml", ("dgxspark_bench_",)),
         ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_")),
         ("stop", "playbooks/stop.yml", ("stop_",)),
-        ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir")),
+        ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir", "boot_head_group")),
         # its own variables; what the boot it imports reads is the boot role's spec
         ("rollback", "playbooks/rollback.yml", ("dgxspark_release", "boot_releases_dir")),
         # dgxspark_release is what it sets for the rollback it may import, not a variable it reads

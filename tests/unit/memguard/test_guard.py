@@ -651,6 +651,40 @@ def test_the_overdue_flag_stays_until_the_next_load(memguard: ModuleType, settin
     assert rig.guard.startup_overdue is False
 
 
+def test_how_long_the_load_took_is_kept_until_the_next_load(memguard: ModuleType, settings: Callable) -> None:
+    """An overdue load runs on as steady; the boot's own switch to steady (a no-op before) now ends it, and the
+    state says how long its startup ran, for the boot report and the next preflight."""
+    rig = Rig(memguard, settings(), mem=8 * GIB)
+    assert rig.guard.state(0.0)["startup_seconds"] is None  # no load yet
+    rig.guard.set_phase("startup", 10.0)
+    rig.run(10.0, 100.0)
+    assert rig.guard.state(100.0)["startup_seconds"] == 90.0  # still loading: counted to now
+    rig.run(100.25, 190.0)
+    assert rig.guard.startup_overdue is True and rig.guard.phase == "steady" and rig.stops == []
+    assert rig.guard.state(190.0)["startup_seconds"] == 180.0  # overdue, still loading: still counting
+    state = rig.guard.set_phase("steady", 197.5)  # the boot: the rank serves
+    assert state["startup_overdue"] is True and state["startup_seconds"] == 187.5
+    assert rig.decided("phase")[-1]["reason"] == "steady -> steady"
+    assert rig.decided("phase")[-1]["startup_seconds"] == 187.5
+    assert rig.guard.state(500.0)["startup_seconds"] == 187.5  # the load ended: fixed
+    rig.guard.set_phase("steady", 510.0)  # asked again: nothing changes, nothing recorded
+    assert len(rig.decided("phase")) == 2 and rig.guard.state(510.0)["startup_seconds"] == 187.5
+    rig.guard.set_phase("startup", 600.0)  # the next load
+    assert rig.guard.state(600.0)["startup_overdue"] is False and rig.guard.state(605.0)["startup_seconds"] == 5.0
+
+
+def test_a_load_on_time_ends_with_the_switch_to_steady(memguard: ModuleType, settings: Callable) -> None:
+    rig = Rig(memguard, settings(), mem=8 * GIB)
+    rig.guard.set_phase("startup", 0.0)
+    rig.run(0.0, 60.0)
+    assert rig.guard.set_phase("steady", 61.25)["startup_seconds"] == 61.25
+    assert rig.decided("phase")[-1]["reason"] == "startup -> steady"
+    assert rig.guard.state(300.0) | {"startup_overdue": False, "startup_seconds": 61.25} == rig.guard.state(300.0)
+    rig.guard.set_phase("startup", 400.0)
+    assert rig.guard.set_phase("startup", 401.0)["startup_seconds"] == 1.0  # already there: nothing recorded
+    assert [d["reason"] for d in rig.decided("phase")] == ["idle -> startup", "startup -> steady", "steady -> startup"]
+
+
 def test_a_failed_stop_is_tried_again_and_nothing_else(memguard: ModuleType, settings: Callable) -> None:
     rig = Rig(memguard, settings(), mem=lambda t: 2 * GIB if t >= 10 else HIGH)
     answers = [

@@ -54,9 +54,11 @@ def run_guard(
     phase: str = "steady",
     peer: str | None = None,
     clear: bool = False,
+    then: str | None = None,
 ) -> GuardFiles:
     """Run the daemon's guard over ``trace`` (one sample per 2 s), in ``phase``; ``peer`` trips it as that
-    peer's message would after the trace, ``clear`` clears it at the end. Returns where its files are."""
+    peer's message would after the trace, ``clear`` clears it at the end, ``then`` switches it to that phase
+    last (the boot's switch to steady). Returns where its files are."""
     memguard = load_daemon()
     directory.mkdir(parents=True, exist_ok=True)
     meminfo = directory / "meminfo"
@@ -95,6 +97,9 @@ def run_guard(
             daemon.write_state(monotonic[0])
         if clear:
             daemon.guard.clear(monotonic[0])
+            daemon.write_state(monotonic[0])
+        if then:
+            daemon.guard.set_phase(then, monotonic[0])
             daemon.write_state(monotonic[0])
     finally:
         daemon.control.close()

@@ -133,3 +133,25 @@ def test_startup_figures_and_phase_times() -> None:
 )
 def test_rfc3339(text: Any, expected: float | None) -> None:
     assert rfc3339(text) == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_a_load_over_the_startup_wait_is_a_warning_naming_the_node_and_its_time() -> None:
+    """The guard's answer to the switch to steady says the load ran over seed 000's 120 s wait and how long it
+    took: the boot serves (a slow load is not killed for being slow), and its report says so, per node."""
+    slow = host("w1", 1)
+    slow["boot_steadied"]["guard"].update(startup_overdue=True, startup_seconds=187.5)
+    old = host("w2", 2)
+    old["boot_steadied"]["guard"].update(startup_overdue=True)  # a guard that does not say how long
+    on_time = host("head", 0, boot_served={"models": ["m"], "seconds": 5.4})
+    on_time["boot_steadied"]["guard"].update(startup_overdue=False, startup_seconds=61.0)
+    lines = boot_report([slow, on_time, old], PLAN, "Count:", startup_wait=120)
+    assert lines[2:5] == [
+        "memory guard: steady on every node",
+        "WARN memory guard: the load on w1 took 187.5 s, over host.startup_memguard_wait_seconds (120 s): judged by "
+        "the steady floor and grace from then on, not stopped (a slow load is not killed for being slow); find out "
+        "why it was slow",
+        "WARN memory guard: the load on w2 took an unrecorded time (its guard predates startup_seconds), over "
+        "host.startup_memguard_wait_seconds (120 s): judged by the steady floor and grace from then on, not stopped "
+        "(a slow load is not killed for being slow); find out why it was slow",
+    ]
+    assert not any(line.startswith("WARN") for line in boot_report([on_time], PLAN, "Count:", startup_wait=120))

@@ -17,7 +17,14 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import Host
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
-from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import STORED
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import (
+    GIB as GUARD_GIB,
+)
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import (
+    STORED,
+    WALL_START,
+    run_guard,
+)
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import (
     GB10,
     IP_ADDR_GB10,
@@ -758,3 +765,102 @@ def test_a_profile_that_waives_fabric_not_management_gets_a_warning_with_its_rea
         "waived fabric-not-management (a one-port lab rig): a planned fabric port is the management interface: "
         f"enp1s0f0np0 carries the management address 192.168.100.10; {FIX}"
     )
+
+
+# ----------------------------------------------------------------------------- node-problems
+def test_node_facts_problems_are_a_warning_naming_each() -> None:
+    """node_facts' ``problems`` (read or write errors it left behind) were gathered and never shown."""
+    cache = {
+        "section": "weights",
+        "source": "/var/cache/dgxspark-cluster/weights",
+        "message": "weights hash cache could not be written: Permission denied",
+    }
+    meminfo = {"section": "disk", "source": "/models", "message": "Permission denied"}
+    worker = node(1)
+    worker["problems"] = [cache, meminfo]
+    result = preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data)
+    line = by(result, "node-problems", "spark-w1")
+    assert line["status"] == "WARN" and not result["failed"]
+    assert line["message"].startswith("node_facts reported 2 problem(s) (section: source: message): ")
+    assert (
+        "weights: /var/cache/dgxspark-cluster/weights: weights hash cache could not be written: Permission denied"
+        in line["message"]
+    )
+    assert "disk: /models: Permission denied" in line["message"]
+    assert by(result, "node-problems", "spark-head") == {
+        "check": "node-problems",
+        "host": "spark-head",
+        "status": "PASS",
+        "message": "node_facts reported no problem",
+    }
+    assert "node-problems" in CHECKS
+    skipped = preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, skip=["node-problems"])
+    assert by(skipped, "node-problems", "spark-w1")["status"] == "SKIP"
+
+
+def test_a_real_node_facts_problem_reaches_the_report(tmp_path: Any) -> None:
+    """From node_facts itself: a weights cache that cannot be written (a non-root login) is in the report."""
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    gathered = gather(
+        Options(sections=("memory", "weights"), weights_path=str(weights), weights_cache_dir=str(blocker / "cache")),
+        lambda argv: CommandResult(1, "", "no tools here"),
+    )
+    assert gathered["problems"], gathered
+    worker = {**node(1), "problems": gathered["problems"]}
+    line = by(preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data), "node-problems", "spark-w1")
+    assert line["status"] == "WARN" and "weights hash cache" in line["message"], line
+
+
+# ----------------------------------------------------------------------------- a load over the startup wait
+def guard_after_a_load(tmp_path: Any, samples: int) -> dict[str, Any]:
+    """node_facts' memguard section after the real daemon's startup phase ran ``samples`` x 2 s at 8 GiB free
+    (above the steady floor, under nothing) and the boot switched it to steady."""
+    files = run_guard(tmp_path / "guard", [8 * GUARD_GIB] * samples, phase="startup", then="steady")
+    (tmp_path / "proc" / str(files.pid)).mkdir(parents=True)
+    return memguard_facts(
+        HostFiles([]),
+        str(files.state),
+        str(files.trip),
+        str(files.log),
+        str(tmp_path / "proc"),
+        lambda: WALL_START + 2 * samples,
+    )
+
+
+def test_a_load_over_the_startup_wait_is_a_warning_with_how_long_it_took(tmp_path: Any) -> None:
+    """Seed 000's 120 s wait: a load that ran 187 s was judged as steady after 120 s, not stopped (a slow load
+    is not killed for being slow), and the operator is told, naming the node and the load's time."""
+    guard = guard_after_a_load(tmp_path, 94)  # 94 samples of 2 s: the boot's switch comes at 188 s
+    assert guard["startup_overdue"] is True and guard["startup_seconds"] == 188.0 and guard["tripped"] is None
+    worker = node(1)
+    worker["memguard"] = guard
+    result = preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data)
+    line = by(result, "guard-tripped", "spark-w1")
+    assert line["status"] == "WARN" and not result["failed"], line
+    assert line["message"] == (
+        "not tripped (phase steady, 0 trip(s) recorded); the last load's startup phase ran 188.0 s, over "
+        "host.startup_memguard_wait_seconds (120 s): the guard recorded it overdue and judged it by the steady "
+        "floor and grace from then on (a slow load is not stopped for being slow); find out why it was slow (the "
+        "weights' disk, helpers not paused, another process's memory)"
+    )
+
+
+def test_a_load_within_the_startup_wait_passes(tmp_path: Any) -> None:
+    guard = guard_after_a_load(tmp_path, 40)
+    assert guard["startup_overdue"] is False and guard["startup_seconds"] == 80.0
+    worker = node(1)
+    worker["memguard"] = guard
+    line = by(preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data), "guard-tripped", "spark-w1")
+    assert line == {"check": "guard-tripped", "host": "spark-w1", "status": "PASS", "message": PASSED}
+
+
+def test_an_overdue_flag_from_an_older_guard_still_warns() -> None:
+    worker = node(1)
+    worker["memguard"] = {**NOT_TRIPPED, "startup_overdue": True}
+    line = by(preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data), "guard-tripped", "spark-w1")
+    assert line["status"] == "WARN"
+    assert "the last load's startup phase ran over (how long is not recorded" in line["message"]
