@@ -1,7 +1,8 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What node_facts' ``files`` section reports about a path: whether it exists, its type, mode, owner, size
-and, for a regular file of at most :data:`MAX_HASH_BYTES`, its SHA-256 (read in chunks).
+and, for a regular file of at most :data:`MAX_HASH_BYTES`, its SHA-256 (read in chunks); and what its
+``secrets`` section reports about a secret's file: ``stat`` only, never opened (:func:`secret_files_facts`).
 
 Symlinks are followed (the target is described). A path that does not exist is a fact (``exists`` false);
 one that cannot be read is described as far as ``stat`` goes, with ``sha256`` null and an ``error``. Only
@@ -134,4 +135,39 @@ def files_facts(
         found[path] = facts
         if message is not None:
             problems.append((path, message))
+    return found, problems
+
+
+def secret_file_facts(path: str) -> tuple[FileFacts, str | None]:
+    """A secret's file as ``stat`` sees it (followed through symlinks, as Docker binds it): ``exists``, ``type``,
+    ``mode``, ``owner``, ``group``, ``error``; never opened, never hashed, its size not reported. The message of
+    an unexpected error comes second (for ``problems``)."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        facts = {"exists": None, "type": None, "mode": None, "owner": None, "group": None, "error": _message(error)}
+        if error.errno in MISSING_ERRNOS:
+            facts.update(exists=False, error=None)
+            return facts, None
+        return facts, _message(error)
+    return {
+        "exists": True,
+        "type": file_type(info.st_mode),
+        "mode": format(stat.S_IMODE(info.st_mode), "04o"),
+        "owner": info.st_uid,
+        "group": info.st_gid,
+        "error": None,
+    }, None
+
+
+def secret_files_facts(paths: Sequence[str]) -> tuple[dict[str, FileFacts], list[tuple[str, str]]]:
+    """``{path: facts}`` (:func:`secret_file_facts`) for every path, once each, and (path, message) per
+    unexpected error."""
+    found: dict[str, FileFacts] = {}
+    problems: list[tuple[str, str]] = []
+    for path in paths:
+        if path not in found:
+            found[path], message = secret_file_facts(path)
+            if message is not None:
+                problems.append((path, message))
     return found, problems

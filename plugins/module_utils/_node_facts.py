@@ -27,7 +27,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     docker_facts,
     socket_path,
 )
-from ansible_collections.dgxspark.cluster.plugins.module_utils._files import files_facts
+from ansible_collections.dgxspark.cluster.plugins.module_utils._files import files_facts, secret_files_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._gpu_clocks import judge_clock_latch
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles, Problem, problem
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
@@ -83,10 +83,11 @@ SECTIONS: tuple[str, ...] = (
     "files",
     "releases",
     "weights",
+    "secrets",
 )
-# What a plain call gathers: the memory guard, the sockets, the files, the releases and the weights' manifest are
-# asked for by name (a boot's preflight).
-DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-5]
+# What a plain call gathers: the memory guard, the sockets, the files, the releases, the weights' manifest and the
+# secrets' files are asked for by name (a boot's preflight).
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-6]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
 # Limits reported for the module's own process and the container daemons (docker --ulimit names).
 REPORTED_LIMITS: tuple[str, ...] = ("nofile", "memlock", "stack", "core")
@@ -160,6 +161,8 @@ class Options:
     """How long ``weights`` may spend hashing files whose hash is not in the cache."""
     write_cache: bool = True
     """False in check mode: the weights' hash cache is read, not written."""
+    secret_files: tuple[str, ...] = ()
+    """The absolute paths ``secrets`` reports by ``stat`` alone (type, mode, owner): the profile's secrets."""
 
 
 def ip_addr_argv(ip: str) -> list[str]:
@@ -546,6 +549,15 @@ class _Gatherer:
             self.problems.append(problem("files", path, message))
         return {"paths": paths}
 
+    # ------------------------------------------------------------ secrets
+    def secret_files(self) -> dict[str, Any]:
+        """The secrets' files by ``stat`` alone (never opened), and the uid this module runs as: the preflight
+        accepts a file owned by root or by that uid (the SSH user's, without become)."""
+        paths, unexpected = secret_files_facts(self.options.secret_files)
+        for path, message in unexpected:
+            self.problems.append(problem("secrets", path, message))
+        return {"uid": os.geteuid(), "paths": paths}
+
 
 def _docker_absent(error: str, path: str | None, container_name: str | None) -> dict[str, Any]:
     return {
@@ -602,6 +614,8 @@ def gather(
         node["releases"] = releases_facts(options.releases_dir)
     if "weights" in wanted:
         node["weights"] = gatherer.weights(clock)
+    if "secrets" in wanted:
+        node["secrets"] = gatherer.secret_files()
     node["sections"] = [section for section in SECTIONS if section in wanted]
     node["problems"] = gatherer.problems
     node["elapsed_ms"] = round((clock() - start) * 1000, 1)

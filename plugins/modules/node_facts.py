@@ -49,12 +49,12 @@ options:
     description:
       - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
         (for the netdev mapping and the GID addresses) but returns only the netdevs.
-      - C(memguard), C(ports), C(files), C(releases) and C(weights) are gathered only when named (a boot's
-        preflight names them).
+      - C(memguard), C(ports), C(files), C(releases), C(weights) and C(secrets) are gathered only when named (a
+        boot's preflight names them).
     type: list
     elements: str
     choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files, releases,
-              weights]
+              weights, secrets]
     default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
   fabric_interfaces:
     description:
@@ -130,6 +130,15 @@ options:
         module.
       - Regular files larger than 16 MiB, FIFOs, sockets and devices are not read (C(sha256) is null). Reading
         another user's file needs root (C(become)).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.1.0
+  secret_files:
+    description:
+      - Absolute paths of secrets' files (the profile's C(container.secrets)) whose existence, type, mode, owner and
+        group C(secrets) reports. Only C(stat) is called, following symlinks as Docker's bind does; a file is never
+        opened, so nothing of its content, not even its size, leaves the node. A relative path fails the module.
     type: list
     elements: str
     default: []
@@ -479,6 +488,18 @@ node:
         budget_seconds: 0.0
         cache: {path: /var/cache/dgxspark-cluster/weights-0c6b2f3b6f1a9d27.json, read: true, written: false,
                 error: null}
+    secrets:
+      description:
+        - C(uid), the user this module runs as (root under C(become), else the SSH user), and C(paths), by path as
+          given in O(secret_files), each with C(exists), C(type) (as in C(files)), C(mode) (octal string),
+          C(owner) (uid), C(group) (gid) and C(error) (why C(stat) failed otherwise than "not there"; such errors
+          are also in C(problems)). From C(stat) alone; no content, hash or size.
+      returned: when asked for
+      type: dict
+      sample:
+        uid: 0
+        paths:
+          /etc/dgxspark/secrets/hf_token: {exists: true, type: file, mode: "0600", owner: 0, group: 0, error: null}
     sections:
       description: The sections gathered.
       returned: always
@@ -557,6 +578,8 @@ def main() -> None:
             "timeout": {"type": "int", "default": 20},
             "ports": {"type": "list", "elements": "int", "default": []},
             "files": {"type": "list", "elements": "str", "default": []},
+            # paths of the secrets' files, not secrets: node_facts never reads them
+            "secret_files": {"type": "list", "elements": "str", "default": [], "no_log": False},
             "memguard_state_path": {"type": "path", "default": DEFAULT_STATE_PATH},
             "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
             "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
@@ -577,6 +600,9 @@ def main() -> None:
     relative = relative_paths(params["files"])
     if relative:
         module.fail_json(msg=f"files must be absolute paths, found {relative}")
+    relative = relative_paths(params["secret_files"])
+    if relative:
+        module.fail_json(msg=f"secret_files must be absolute paths, found {relative}")
     wanted = set(params["sections"])
 
     def tool(name: str, option: str, section: str) -> Tool:
@@ -607,6 +633,7 @@ def main() -> None:
         weights_cache_dir=params["weights_cache_dir"] or "",
         weights_hash_seconds=float(params["weights_hash_seconds"]),
         write_cache=not module.check_mode,
+        secret_files=tuple(params["secret_files"]),
     )
 
     def run_command(argv: list[str]) -> tuple[int, str, str]:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import docker_container_params
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
@@ -34,6 +35,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
     check_docker_args,
     effective_container,
     effective_docker_args,
+    secrets_of,
     select_shape,
     shape_environment,
     weights_path_of,
@@ -226,7 +228,12 @@ def _render_rank(profile: Profile, shape_name: str, host: Host, master_addr: str
             check_serve_args(container["serve_args"], container["fork_flags"], f"{where}.container.serve_args", out)
     else:
         args = base_args
+    secrets = secrets_of(data)
+    if over.get("environment"):
+        _secrets.check_environment(over["environment"], f"{where}.environment", out, secrets)
     env = shape_environment(shape, **discovered_fabric(shape["fabric"], host.discovered))
+    # Secrets are files bound at /run/secrets/<name>: only the path goes in the environment (HF_TOKEN_PATH).
+    env.update(_secrets.environment(secrets))
     # vLLM opens further ports on VLLM_HOST_IP (default: the default route's interface); pin it to the fabric.
     env.setdefault("VLLM_HOST_IP", str(host.fabric_address))
     if over.get("environment") or over.get("fabric"):

@@ -28,8 +28,11 @@ the rank's own container that serves as planned is fine), ``kernel`` and ``limit
 findings: release, pages, memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX
 ports have carrier), ``fabric-not-management`` (no planned fabric port carries the address the boot connects
 to, ``ansible_host``, nor the node's IPv4 default route: the fabric role would take over the management
-interface), ``weights`` (the weights path exists), ``weights-identity`` (every node holds the same weights:
-node_facts' ``weights`` manifests compared file by file, by name, size and SHA-256; ``_weights_identity``);
+interface), ``weights`` (the weights path exists), ``secret-files`` (each of the profile's
+``container.secrets`` is a regular file on the node, owned by root or by the user node_facts runs as, mode
+0600 or stricter: from node_facts' ``secrets`` section, by ``stat`` alone; no line when the profile names no
+secret), ``weights-identity`` (every node holds the same weights: node_facts' ``weights`` manifests compared
+file by file, by name, size and SHA-256; ``_weights_identity``);
 and, made in ``_boot_preflight`` from the head's
 ``releases`` section, ``release`` (the boot serves the promoted release, or a candidate asked for, or rolls
 back to a known release) and ``rollback-images`` (the release a rollback would go to has its image on every
@@ -71,6 +74,7 @@ CHECKS = (
     "fabric-not-management",
     "weights",
     "weights-identity",
+    "secret-files",
     "release",
     "rollback-images",
 )
@@ -161,6 +165,9 @@ def preflight(
         lines.append(_fabric(host, node))
         lines.append(fabric_not_management(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
         lines.append(_weights(host, node, host_section.get("weights_path")))
+        secrets = (profile.get("container") or {}).get("secrets") or {}
+        if secrets:
+            lines.append(secret_files(host, node, secrets))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
     verdicts = identity(facts, [r["host"] for r in plan["ranks"]], host_section.get("weights_path"))
     lines += [_line(WEIGHTS_IDENTITY, host, status, message) for host, (status, message) in verdicts.items()]
@@ -749,6 +756,71 @@ def _weights(host: str, node: Mapping[str, Any], path: str | None) -> dict[str, 
         return _line("weights", host, FAIL, f"{path} does not exist on this node")
     free = disk.get("available_bytes")
     return _line("weights", host, PASS, f"{path} exists ({(free or 0) / GIB:.0f} GiB free there)")
+
+
+SECRET_FILES = "secret-files"
+SECRET_MODE_MAX = 0o600
+SECRET_FIX = (
+    "make each a regular file owned by root with mode 0600 (install -o root -g root -m 0600 SOURCE PATH) on every "
+    "node; the boot binds it read-only into the rank and never reads it"
+)
+
+
+def secret_files(host: str, node: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, str]:
+    """``secret-files``: every secret the profile names (``container.secrets``) is on the node as a regular file
+    owned by root, or by the user node_facts ran as (the SSH user, without become), with no permission beyond
+    0600. From node_facts' ``secrets`` section (``stat`` alone: no content, no size). A FAIL names each path and
+    what is wrong with it; a missing section WARNs that the check could not be made."""
+    section = node.get("secrets")
+    if not isinstance(section, Mapping) or not isinstance(section.get("paths"), Mapping):
+        return _line(
+            SECRET_FILES,
+            host,
+            WARN,
+            "could not check: node_facts gathered no secrets section (sections: [secrets], secret_files: the "
+            "profile's container.secrets)",
+        )
+    uid = section.get("uid")
+    owners = {0} | ({uid} if isinstance(uid, int) else set())
+    wrong: list[str] = []
+    for name, path in sorted(secrets.items()):
+        facts = section["paths"].get(path)
+        what = f"{name} ({path})"
+        if not isinstance(facts, Mapping):
+            wrong.append(f"{what}: not gathered")
+        elif facts.get("exists") is False:
+            wrong.append(f"{what}: does not exist")
+        elif facts.get("exists") is None:
+            wrong.append(f"{what}: cannot be looked at ({facts.get('error')})")
+        else:
+            problems = []
+            if facts.get("type") != "file":
+                problems.append(f"is a {facts.get('type')}, not a regular file")
+            if facts.get("owner") not in owners:
+                allowed = " or ".join(f"uid {o}" for o in sorted(owners))
+                problems.append(f"is owned by uid {facts.get('owner')}, not {allowed}")
+            mode = _mode(facts.get("mode"))
+            if mode is None or mode & ~SECRET_MODE_MAX:
+                problems.append(f"has mode {facts.get('mode')}, more than 0600")
+            if problems:
+                wrong.append(f"{what}: {', '.join(problems)}")
+    if wrong:
+        return _line(SECRET_FILES, host, FAIL, f"{'; '.join(wrong)}; {SECRET_FIX}")
+    owner = "root" if owners == {0} else f"root or uid {uid}"
+    return _line(
+        SECRET_FILES,
+        host,
+        PASS,
+        f"{len(secrets)} secret file(s), each a regular file of {owner}, mode 0600 or stricter: "
+        + ", ".join(sorted(secrets.values())),
+    )
+
+
+def _mode(text: Any) -> int | None:
+    try:
+        return int(str(text), 8)
+    except ValueError:
+        return None
 
 
 def report(lines: Sequence[Mapping[str, str]]) -> list[str]:

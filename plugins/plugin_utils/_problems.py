@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._secrets import redact, redact_text
+
 ERROR = "error"
 WARNING = "warning"
 
@@ -34,6 +36,12 @@ class Problem:
     """The file the problem is in, when there is one."""
     line: int | None = None
     """The line of the file the JSON path points at (or its nearest parent that exists)."""
+
+    def __post_init__(self) -> None:
+        # A problem never repeats a secret (_secrets): what it found, says or hints shows a secret's length only.
+        object.__setattr__(self, "found", redact(self.found))
+        object.__setattr__(self, "message", redact_text(self.message))
+        object.__setattr__(self, "hint", redact_text(self.hint))
 
     def render(self) -> str:
         source = f"{self.source}:{self.line}" if self.source and self.line else self.source

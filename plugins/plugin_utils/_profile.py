@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import check_image_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import parse_json, path_lines, read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import GIB, check_memory, memory_budget
@@ -115,6 +116,11 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
         out.error("$.shapes", "the profile defines no shape", expected="at least one shape")
     if "host" in data and clean("$.host"):
         _check_host(data["host"], out)
+    secrets = secrets_of(data) if clean("$.container.secrets") else {}
+    for name, shape in sorted(shapes.items()):
+        if isinstance(shape, Mapping) and isinstance(shape.get("environment"), Mapping):
+            if clean(f"$.shapes.{name}.environment"):
+                _secrets.check_environment(shape["environment"], f"$.shapes.{name}.environment", out, secrets)
     for where, image in _images_named(data, shapes):
         if clean(where):
             check_image_reference(image, where, out)
@@ -155,11 +161,23 @@ def effective_container(data: Mapping[str, Any], shape_name: str) -> dict[str, A
 
 
 def effective_docker_args(data: Mapping[str, Any], shape_name: str) -> DockerArgs:
+    """The shape's ``docker run`` options: the container's, the shape's, then a read-only bind of each of
+    ``container.secrets`` (``_secrets.mount_args``), so every check and the renderer read the binds too."""
     top = data["container"]["docker_run_args"]
     over = data["shapes"][shape_name].get("container", {}).get("docker_run_args", [])
     paths = [f"$.container.docker_run_args[{i}]" for i in range(len(top))]
     paths += [f"$.shapes.{shape_name}.container.docker_run_args[{i}]" for i in range(len(over))]
-    return DockerArgs(list(top) + list(over), paths)
+    secrets = secrets_of(data)
+    return DockerArgs(list(top) + list(over) + _secrets.mount_args(secrets), paths + _secrets.mount_paths(secrets))
+
+
+def secrets_of(data: Mapping[str, Any]) -> dict[str, str]:
+    """The profile's ``container.secrets`` (name to the file's path on every node), when it is sound."""
+    container = data.get("container")
+    secrets = container.get("secrets") if isinstance(container, Mapping) else None
+    if not isinstance(secrets, Mapping):
+        return {}
+    return {str(k): v for k, v in secrets.items() if isinstance(v, str)}
 
 
 def derived_environment(shape: Mapping[str, Any]) -> dict[str, str]:
@@ -307,10 +325,15 @@ def check_docker_args(
     are checked on what was read.
     """
     args, paths = docker_args.args, docker_args.paths
+    secret = _secrets.check_docker_args(args, paths, out)  # refused without repeating the secret
     rendered = docker.render_docker_args(args)
     for problem in rendered.problems:
+        if problem.index in secret:
+            continue
         out.error(paths[problem.index], problem.message, problem.found, problem.expected, problem.hint)
     for risk in docker.privilege_policy(args, weights_path):
+        if risk.index in secret:
+            continue
         if risk.warning:
             out.warn(paths[risk.index], risk.message, risk.found, risk.expected)
         else:
@@ -322,7 +345,7 @@ def check_docker_args(
                 f'a profile that needs it names it in waivers with the reason: "{risk.check}": "<why>"',
                 check=risk.check,
             )
-    refused = {problem.index for problem in rendered.problems}
+    refused = {problem.index for problem in rendered.problems} | secret
     memory_limit: float | None = None
     swap: float | None = None
     where_of: dict[str, str] = {}
@@ -344,7 +367,7 @@ def check_docker_args(
                 expected='"host" (seed 000: --network=host)',
                 check="network-host",
             )
-    first = paths[0] if paths else "$.container.docker_run_args"
+    first = next((p for p in paths if "docker_run_args[" in p), "$.container.docker_run_args")
     base = first.split("[")[0]
     if "--network" not in where_of:
         out.error(

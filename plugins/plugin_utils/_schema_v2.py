@@ -14,6 +14,7 @@ fails when the two differ.
 
 from __future__ import annotations
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import Node, optional
 
 SCHEMA_VERSION = 2
@@ -375,6 +376,15 @@ CONTAINER = Node(
             minimum=1,
             maximum=65535,
             default=DEFAULT_MASTER_PORT,
+        ),
+        "secrets": Node(
+            "map",
+            "Secrets as files: a name to the absolute path of a file every node holds (root's, mode 0600 or "
+            f"stricter; the preflight checks). Each is bound read-only into every rank at {_secrets.SECRETS_DIR}/"
+            "<name>; hf_token also sets HF_TOKEN_PATH to it. Only paths are rendered, never a secret's value; "
+            "a secret given inline (an environment variable such as HF_TOKEN, --env, --api-key) is refused.",
+            values=Node("string", pattern=_secrets.SECRET_PATH, pattern_hint=_secrets.SECRET_PATH_HINT),
+            key_pattern=_secrets.SECRET_NAME,
         ),
     },
 )

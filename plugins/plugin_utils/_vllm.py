@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm_serve_args import SERVE_OPTIONS, VLLM_VERSION
 
@@ -40,6 +41,11 @@ RENDERED_FLAGS: dict[str, str] = {
     "--revision": "model_revision",
     "--override-generation-config": "generation_defaults",
 }
+
+API_KEY_HINT = (
+    "vLLM reads its API key from --api-key or VLLM_API_KEY only, both of which end up in docker inspect; keep the "
+    "API behind an authenticating proxy (docs/security.md) and any file it needs in container.secrets"
+)
 
 # Sizing keys and the flags they become, in the order they are rendered.
 SIZING_FLAGS: tuple[tuple[str, str], ...] = (
@@ -177,6 +183,18 @@ def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str,
                 hint=f"write the full flag {arg.abbreviates}",
             )
         flag = arg.abbreviates or arg.flag
+        values = list(arg.values) or ([arg.value] if arg.value is not None else [])
+        secret = _secrets.serve_arg_secret(flag, values)
+        if secret or any(_secrets.HF_TOKEN_VALUE.search(v) for v in values):
+            out.error(
+                place,
+                f"{_secrets.SECRET_FLAGS.get(flag, 'a secret')} in vllm serve's arguments: it would be rendered into "
+                "the plan's argv, docker inspect and vLLM's log of its own arguments",
+                found=secret or f"{flag}=" + " ".join(_secrets.redacted(v) for v in values),
+                expected=f"no secret in serve_args ({flag} without a value)" if flag == "--hf-token" else "no secret",
+                hint=API_KEY_HINT if flag == "--api-key" else _secrets.hint(),
+            )
+            continue
         spec = _spec(flag)
         rendered = RENDERED_FLAGS.get(flag) or (
             RENDERED_FLAGS[RENDERED_DESTS[spec["dest"]]] if spec and spec.get("dest") in RENDERED_DESTS else None

@@ -73,7 +73,7 @@ def test_the_names_it_says_are_redacted_are(word: str) -> None:
 
 def test_the_checks_it_names_exist() -> None:
     named = set(re.findall(r"`([a-z]+(?:-[a-z]+)+)`", DOC))
-    checks = {"image-present", "image-id", "fabric-not-management"}
+    checks = {"image-present", "image-id", "fabric-not-management", "secret-files"}
     assert checks <= named and checks <= set(CHECKS)
     assert named - checks <= {"stop-all"}, named - checks  # a name added to the page is a check, or listed here
     assert "weights_path" in TEXT and "weights-read-only" in PRIVILEGE_CHECKS

@@ -79,3 +79,21 @@ def test_a_key_the_plan_cannot_produce_is_refused_naming_it() -> None:
     result = action.run(task_vars={})
     assert result["failed"] is True and "privileged_mode, volumes_frm" in result["msg"]
     assert action.executed == []
+
+
+def test_parameters_that_name_a_secret_hide_the_task() -> None:
+    """Defence in depth: the plan refuses a secret in env, but parameters given by hand that carry one (a
+    secret-looking name) make the task no_log; a path (HF_TOKEN_PATH) does not."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._secrets import secret_env_name
+
+    (task, *_rest) = yaml.safe_load(TASK.read_text(encoding="utf-8"))
+    names = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "DB_PASSWORD", "X_SECRET_Y", "HF_TOKEN_PATH",
+             "NCCL_IB_HCA", "VLLM_HOST_IP", "MAX_TOKENS"]  # fmt: skip
+    for name in names:
+        env = {"NCCL_NVLS_ENABLE": "0", name: "/run/secrets/x" if name.endswith("_PATH") else "v"}
+        templar = Templar(loader=DataLoader(), variables={"vllm_container_params": {"env": env}})
+        hidden = templar.template(trust_as_template(task["no_log"]))
+        assert str(hidden).strip() == str(secret_env_name(name, env[name])), name

@@ -469,9 +469,9 @@ def test_tool_resolution(tmp_path: pathlib.Path) -> None:
 
 # ---------------------------------------------------------------- memguard and ports (asked for by name)
 def test_memguard_ports_files_releases_and_weights_are_gathered_only_when_named(tmp_path: pathlib.Path) -> None:
-    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports", "files", "releases", "weights"}
+    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports", "files", "releases", "weights", "secrets"}
     node = gather(options(GB10, sections=("memory",), files=("/etc/hostname",)), FakeTools({}))
-    assert not {"memguard", "ports", "files", "releases", "weights"} & set(node)
+    assert not {"memguard", "ports", "files", "releases", "weights", "secrets"} & set(node)
     asked = gather(options(GB10, sections=("releases",), releases_dir=str(tmp_path / "none")), FakeTools({}))
     assert asked["releases"]["present"] is False and asked["releases"]["releases"] == []
 
@@ -817,3 +817,57 @@ def test_a_file_that_grows_past_the_limit_while_read_is_not_hashed(tmp_path: pat
 
 def test_relative_paths() -> None:
     assert relative_paths(["/etc/hosts", "etc/hosts", "./x", "", "/"]) == ["etc/hosts", "./x", ""]
+
+
+# ---------------------------------------------------------------- secrets (stat alone, never opened)
+def test_secret_files_are_stat_only_never_opened(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "hf_" + "S3cretPlanted" * 3
+    secret = _write(tmp_path / "hf_token", token.encode())
+    os.chmod(secret, 0o600)
+    loose = _write(tmp_path / "loose", b"x")
+    os.chmod(loose, 0o644)
+    folder = _directory(tmp_path / "folder")
+    opened: list[str] = []
+    real_open = os.open
+
+    def watch(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(_files.os, "open", watch)
+    paths = (str(secret), str(loose), str(folder), str(tmp_path / "absent"), str(secret))
+    node = gather(options(GB10, sections=("secrets",), secret_files=paths), FakeTools({}))
+    assert opened == []
+    found = node["secrets"]
+    assert found["uid"] == os.geteuid()
+    assert list(found["paths"]) == [str(secret), str(loose), str(folder), str(tmp_path / "absent")]
+    assert found["paths"][str(secret)] == {
+        "exists": True,
+        "type": "file",
+        "mode": "0600",
+        "owner": os.getuid(),
+        "group": os.getgid(),
+        "error": None,
+    }
+    assert found["paths"][str(loose)]["mode"] == "0644"
+    assert found["paths"][str(folder)]["type"] == "directory"
+    assert found["paths"][str(tmp_path / "absent")] == {
+        "exists": False,
+        "type": None,
+        "mode": None,
+        "owner": None,
+        "group": None,
+        "error": None,
+    }
+    assert node["problems"] == [] and node["sections"] == ["secrets"]
+    assert token not in json.dumps(node) and "size" not in found["paths"][str(secret)]
+
+
+def test_a_secret_file_that_cannot_be_looked_at_is_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(path: Any, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(_files.os, "stat", refuse)
+    node = gather(options(GB10, sections=("secrets",), secret_files=("/srv/secret",)), FakeTools({}))
+    assert node["secrets"]["paths"]["/srv/secret"]["exists"] is None
+    assert node["problems"] == [{"section": "secrets", "source": "/srv/secret", "message": "Permission denied"}]

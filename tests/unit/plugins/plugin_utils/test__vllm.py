@@ -106,7 +106,7 @@ def test_valid_args_pass() -> None:
             "--seed=3",
             "--compilation-config",
             '{"cudagraph_mode":"FULL"}',
-            "--api-key",
+            "--allowed-media-domains",
             "a",
             "b",
             "--max-parallel-prefills",

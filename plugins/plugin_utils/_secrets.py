@@ -1,0 +1,218 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Secrets go to the node as files: the profile's ``container.secrets``, and the refusal of secrets given inline.
+
+``container.secrets`` maps a name to the absolute path of a file that every node holds (root's, 0600). The plan
+binds each file read-only into every rank at ``/run/secrets/<name>`` (a ``--mount`` read through the same table
+as the profile's own ``docker run`` options) and, for a consumer that reads its secret from a file a variable
+names, sets only that variable, to the path: ``hf_token`` sets ``HF_TOKEN_PATH`` (huggingface_hub reads the
+token from the file it names). Nothing on the controller ever reads such a file; the preflight asks each node
+for its type, owner and mode (node_facts' ``secrets`` section: stat only).
+
+A secret given inline would be rendered into the plan's argv, the ``serving_profile`` result, the
+``docker_container`` parameters and diff, and ``docker inspect``, so it is refused, and the problem that says
+so never repeats the value: an environment variable whose name looks secret (:data:`SECRET_ENV`), a value that
+looks like a Hugging Face token wherever it is, a ``-e``/``--env`` option of either kind, and the ``vllm serve``
+flags that take a secret as their value (:data:`SECRET_FLAGS`). There is no waiver: a waiver would put the
+secret in argv all the same.
+
+No Ansible imports: plain functions over strings, shared by the profile's checks, the plan and the problems.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+
+FIELD = "container.secrets"
+SECRETS_DIR = "/run/secrets"
+# A secret's name: the file's name in the rank (/run/secrets/<name>); no path separator, no leading dot.
+SECRET_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
+SECRET_NAME_HINT = "a name such as hf_token (letters, digits, _ . -, not starting with . or -)"
+# A secret's file on the node: absolute, no '.' or '..' part, and nothing a shell, YAML, Docker's --mount (',')
+# or --volume (':') would read otherwise: letters, digits and _ . @ + - between slashes.
+SECRET_PATH = r"(?:/(?!\.\.?(?:/|$))[A-Za-z0-9_.@+-]+)+"
+SECRET_PATH_HINT = "an absolute path such as /etc/dgxspark/secrets/hf_token (letters, digits, _ . @ + - only; no ..)"
+# Consumers that read their secret from a file a variable names: secret name -> that variable.
+# huggingface_hub: HF_TOKEN_PATH, where it keeps and reads the User Access Token (its environment variables page).
+PATH_VARIABLES = {"hf_token": "HF_TOKEN_PATH"}
+
+# Environment names that hold a secret's value: HF_TOKEN, HUGGING_FACE_HUB_TOKEN, *_TOKEN, *_API_KEY, API_KEY,
+# *SECRET*, *PASSWORD*, *PASSWD*. A variable that names a file (*_PATH, *_FILE, with an absolute path) is not one.
+SECRET_ENV = re.compile(r"(?:^|_)TOKEN$|(?:^|_)API_?KEY$|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+NAMES_A_FILE = re.compile(r"_(?:PATH|FILE)$", re.IGNORECASE)
+# A Hugging Face User Access Token, wherever it is written.
+HF_TOKEN_VALUE = re.compile(r"hf_[A-Za-z0-9]{30,}")
+# vllm serve flags whose value is a secret (--hf-token alone, without a value, uses the stored token: allowed).
+SECRET_FLAGS = {
+    "--api-key": "vLLM's API key",
+    "--hf-token": "the Hugging Face token",
+}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SEPARATORS = re.compile(r"(\s+|[,;\"'])")
+_FLAG_VALUE = re.compile(r"(" + "|".join(re.escape(f) for f in SECRET_FLAGS) + r")(=|\s+)(?!<redacted)([^\s\"']+)")
+
+
+def redacted(value: str) -> str:
+    """What is shown instead of a secret: its length only."""
+    return f"<redacted, {len(value)} chars>"
+
+
+def secret_env_name(name: str, value: Any = None) -> bool:
+    """Whether a variable of this name holds a secret's value (one that names a file, by path, does not)."""
+    if not SECRET_ENV.search(name):
+        return False
+    return not (NAMES_A_FILE.search(name) and isinstance(value, str) and value.startswith("/"))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret-looking value replaced by :func:`redacted`: ``NAME=value`` of a secret name
+    (``--env=HF_TOKEN=...`` too), the value of a secret flag, a Hugging Face token anywhere."""
+    parts = _SEPARATORS.split(text)
+    for index, part in enumerate(parts):
+        words = part.split("=")
+        for k in range(len(words) - 1):
+            value = "=".join(words[k + 1 :])
+            if (
+                _ENV_NAME.fullmatch(words[k])
+                and value
+                and not value.startswith("<redacted")
+                and secret_env_name(words[k], value)
+            ):
+                parts[index] = "=".join(words[: k + 1]) + "=" + redacted(value)
+                break
+    text = "".join(parts)
+    text = _FLAG_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{redacted(m.group(3))}", text)
+    return HF_TOKEN_VALUE.sub(lambda m: redacted(m.group(0)), text)
+
+
+def redact(value: Any) -> Any:
+    """:func:`redact_text` through strings, lists and mappings (a problem's ``found``)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(item) for item in value)
+    if isinstance(value, Mapping):
+        return {
+            key: (redacted(str(item)) if isinstance(key, str) and secret_env_name(key, item) else redact(item))
+            for key, item in value.items()
+        }
+    return value
+
+
+def inline_secret(text: str) -> bool:
+    """Whether ``text`` holds a secret's value, as :func:`redact_text` would hide it."""
+    return redact_text(text) != text
+
+
+def mount_target(name: str) -> str:
+    return f"{SECRETS_DIR}/{name}"
+
+
+def mount_args(secrets: Mapping[str, str]) -> list[str]:
+    """Each secret's read-only bind, as the ``docker run`` option the plan adds to every rank (sorted by name)."""
+    return [
+        f"--mount=type=bind,source={path},target={mount_target(name)},readonly"
+        for name, path in sorted(secrets.items())
+    ]
+
+
+def mount_paths(secrets: Mapping[str, str]) -> list[str]:
+    """The JSON path of each of :func:`mount_args`, in the same order."""
+    return [f"$.{FIELD}.{name}" for name in sorted(secrets)]
+
+
+def environment(secrets: Mapping[str, str]) -> dict[str, str]:
+    """The variables that tell a consumer where its secret is: a path in the rank, never a value."""
+    return {PATH_VARIABLES[name]: mount_target(name) for name in sorted(secrets) if name in PATH_VARIABLES}
+
+
+def hint() -> str:
+    return (
+        f"put the secret in a file on every node (root's, mode 0600) and name it in {FIELD} "
+        f'(e.g. "hf_token": "/etc/dgxspark/secrets/hf_token"): each file is bound read-only at '
+        f"{SECRETS_DIR}/<name>, and hf_token sets HF_TOKEN_PATH to it"
+    )
+
+
+def check_environment(env: Mapping[str, Any], where: str, out: Collector, secrets: Mapping[str, str]) -> None:
+    """Refuse a secret in an environment map (a shape's, a host's override), without repeating it."""
+    for name in sorted(env):
+        value = env[name]
+        shown = f"{name}={redacted(str(value))}"
+        if secret_env_name(name, value):
+            out.error(
+                f"{where}.{name}",
+                "a secret in the environment: it would be rendered into the plan's argv, the docker_container "
+                "parameters and docker inspect",
+                found=shown,
+                expected="no secret in the profile or the inventory",
+                hint=hint(),
+            )
+        elif isinstance(value, str) and HF_TOKEN_VALUE.search(value):
+            out.error(
+                f"{where}.{name}",
+                "a Hugging Face token in the environment: it would be rendered into the plan's argv, the "
+                "docker_container parameters and docker inspect",
+                found=shown,
+                expected="no secret in the profile or the inventory",
+                hint=hint(),
+            )
+        elif name in environment(secrets):
+            out.error(
+                f"{where}.{name}",
+                f"{name} is set by {FIELD} (the path of the secret's file in the rank)",
+                found=f"{name}={value}",
+                expected=f"no {name} here",
+            )
+
+
+def check_docker_args(args: Sequence[str], paths: Sequence[str], out: Collector) -> set[int]:
+    """Refuse a ``-e``/``--env`` option that carries a secret (its name or its value), or any option holding a
+    Hugging Face token, without repeating it; returns the indexes of the elements refused (their other
+    problems, which would show the element as written, are left out)."""
+    refused: set[int] = set()
+    i = 0
+    while i < len(args):
+        item = str(args[i])
+        name, sep, inline = item.partition("=")
+        is_env = name in ("-e", "--env")
+        value = inline if sep and item.startswith("--") else None
+        taken = [i]
+        if is_env and value is None and i + 1 < len(args):
+            taken.append(i + 1)
+            value = str(args[i + 1])
+        elif name.startswith("-e") and not name.startswith("--") and len(item) > 2 and not sep:
+            value = item[2:]  # -eNAME=value
+            is_env = True
+        text = " ".join(str(args[k]) for k in taken)
+        var, _eq, val = (value or "").partition("=")
+        if (is_env and secret_env_name(var, val)) or inline_secret(text):
+            out.error(
+                paths[i],
+                "a secret in a docker run option: it would be rendered into the plan's argv, the docker_container "
+                "parameters and docker inspect",
+                found=_redacted_option(text, is_env, var, val),
+                expected="no secret in docker_run_args",
+                hint=hint(),
+            )
+            refused.update(taken)
+        i += len(taken)
+    return refused
+
+
+def _redacted_option(text: str, is_env: bool, var: str, val: str) -> str:
+    if is_env and val:
+        return redact_text(text).replace(f"{var}={val}", f"{var}={redacted(val)}")
+    return redact_text(text)
+
+
+def serve_arg_secret(flag: str, values: Sequence[str]) -> str | None:
+    """The redacted form of a secret given to a ``vllm serve`` flag, or None when there is none."""
+    if flag in SECRET_FLAGS and values:
+        return f"{flag}=" + " ".join(redacted(v) for v in values)
+    return None
