@@ -149,7 +149,7 @@ def boot_report(
         endpoint = f"endpoint: http://{address}:{port}/v1 (already serving as planned: nothing was started)"
     ranks = "; ".join(
         f"{_get(h, 'boot_rank', {}).get('rank')} {h.get('inventory_hostname')} "
-        f"{_get(_get(h, 'boot_steadied', {}), 'rank', {}).get('status')}"
+        f"{_get(_get(h, 'boot_steadied', {}), 'rank', {}).get('status') or 'not answering'}"
         for h in by_rank
     )
     lines = [endpoint, f"ranks: {ranks}", guard_summary(by_rank)[0], *startup_overdue(by_rank, startup_wait)]

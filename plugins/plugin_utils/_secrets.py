@@ -42,8 +42,9 @@ SECRET_PATH_HINT = "an absolute path such as /etc/dgxspark/secrets/hf_token (let
 PATH_VARIABLES = {"hf_token": "HF_TOKEN_PATH"}
 
 # Environment names that hold a secret's value: HF_TOKEN, HUGGING_FACE_HUB_TOKEN, *_TOKEN, *_API_KEY, API_KEY,
-# *SECRET*, *PASSWORD*, *PASSWD*. A variable that names a file (*_PATH, *_FILE, with an absolute path) is not one.
-SECRET_ENV = re.compile(r"(?:^|_)TOKEN$|(?:^|_)API_?KEY$|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+# *SECRET*, *PASSWORD*, *PASSWD*. A variable that names a file (*_PATH, *_FILE, with an absolute path) is not one,
+# nor a count per token (*_PER_TOKEN: the sim engine's SIM_ENGINE_KV_BYTES_PER_TOKEN, a size, not a token).
+SECRET_ENV = re.compile(r"(?:^|(?<!PER)_)TOKEN$|(?:^|_)API_?KEY$|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
 NAMES_A_FILE = re.compile(r"_(?:PATH|FILE)$", re.IGNORECASE)
 # A Hugging Face User Access Token, wherever it is written.
 HF_TOKEN_VALUE = re.compile(r"hf_[A-Za-z0-9]{30,}")

@@ -638,13 +638,13 @@ def test_boot_fault_worker_engine_dies_during_load(sim3, tmp_path):
 
 
 def test_boot_faults_each_undone(sim3, tmp_path):
-    """Each failure point after the helpers were paused runs the undo, checked on the nodes: a worker whose
-    container cannot start (the head never starts, nor pauses its helper), a wait that times out, a smoke
-    completion that gets a garbled answer."""
+    """Each failure point once the boot changed something runs the undo, checked on the nodes: a worker whose
+    container cannot be created (Docker refuses its cpuset: nothing starts, no helper is paused, the containers
+    created are removed), a wait that times out, a smoke completion that gets a garbled answer."""
     hosts = [node["host"] for node in sim3["nodes"]]
     cases = [
         (
-            "a worker that cannot start",
+            "a worker whose container cannot be created",
             [
                 "-i",
                 override_file(
@@ -670,10 +670,11 @@ def test_boot_faults_each_undone(sim3, tmp_path):
         assert "the boot failed; every rank was stopped and removed" in flat, (what, proc.stdout[-6000:])
         assert cause in flat, (what, proc.stdout[-6000:])
         assert "Switch the memory guard to steady" not in flat, what
-        # a worker that cannot start: the head's start phase never ran, so its helper was never paused
-        assert_undone(hosts, helper_before, ("sim3-head",) if what == "a worker that cannot start" else ())
+        # a container that cannot be created: no start phase ran, so no helper was ever paused
+        never_paused = tuple(hosts) if what == "a worker whose container cannot be created" else ()
+        assert_undone(hosts, helper_before, never_paused)
         started = {host: len(rank_records(host)) - records_before[host] for host in hosts}
-        if what == "a worker that cannot start":
+        if what == "a worker whose container cannot be created":
             assert "Requested CPUs are not available" in flat or "cpuset" in flat, proc.stdout[-4000:]
             # the head's container was created with the others but never started
             head = rank_records("sim3-head")[-1] if started["sim3-head"] else {"status": "created"}
@@ -682,10 +683,13 @@ def test_boot_faults_each_undone(sim3, tmp_path):
             assert started == dict.fromkeys(hosts, 1), (what, started)
 
 
-def test_boot_node_lost_during_the_boot(sim3):
+def test_boot_node_lost_during_the_boot(sim3, tmp_path):
     """A worker that stops answering SSH while the ranks load: the boot undoes what it can on the nodes that
-    answer and names the lost node; once it answers again, stop.yml stops its rank."""
+    answer and names the lost node; once it answers again, stop.yml stops its rank. The load is made 20 s long
+    on every rank (a candidate spec), so that SSH's keep-alives give the worker up while the ranks still load."""
     hosts = [node["host"] for node in sim3["nodes"]]
+    slow = "{environment: {SIM_ENGINE_LOAD_SECONDS: '20'}}"
+    override = override_file(tmp_path, "slow.yml", dict.fromkeys(hosts, slow))
     helper_before = {host: helper_started_at(host) for host in hosts}
     rule = "INPUT -p tcp --dport 22 -j DROP"
     control = tempfile.mkdtemp(prefix="cp-")
@@ -698,7 +702,8 @@ def test_boot_node_lost_during_the_boot(sim3):
         ),
     }
     boot = subprocess.Popen(
-        [ansible_bin("ansible-playbook"), "playbooks/boot.yml", "-i", "inventories/sim3"],
+        [ansible_bin("ansible-playbook"), "playbooks/boot.yml", "-i", override, "-i", "inventories/sim3"]
+        + ["-e", "boot_candidate=true"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

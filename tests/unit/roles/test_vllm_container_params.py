@@ -91,7 +91,7 @@ def test_parameters_that_name_a_secret_hide_the_task() -> None:
 
     (task, *_rest) = yaml.safe_load(TASK.read_text(encoding="utf-8"))
     names = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "DB_PASSWORD", "X_SECRET_Y", "HF_TOKEN_PATH",
-             "NCCL_IB_HCA", "VLLM_HOST_IP", "MAX_TOKENS"]  # fmt: skip
+             "NCCL_IB_HCA", "VLLM_HOST_IP", "MAX_TOKENS", "SIM_ENGINE_KV_BYTES_PER_TOKEN"]  # fmt: skip
     for name in names:
         env = {"NCCL_NVLS_ENABLE": "0", name: "/run/secrets/x" if name.endswith("_PATH") else "v"}
         templar = Templar(loader=DataLoader(), variables={"vllm_container_params": {"env": env}})

@@ -155,3 +155,13 @@ def test_a_load_over_the_startup_wait_is_a_warning_naming_the_node_and_its_time(
         "(a slow load is not killed for being slow); find out why it was slow",
     ]
     assert not any(line.startswith("WARN") for line in boot_report([on_time], PLAN, "Count:", startup_wait=120))
+
+
+def test_a_node_lost_during_the_steady_phase_is_named_never_steady() -> None:
+    """The report covers every rank of the boot: one whose steady switch never came back (it stopped answering)
+    is 'not answering', in the ranks and in the guard's line, never 'steady on every node'."""
+    head = host("head", 0, boot_served={"models": ["m"], "seconds": 5.4})
+    lost = {"inventory_hostname": "w1", "boot_rank": {"rank": 1}, "boot_steadied": {"unreachable": True}}
+    lines = boot_report([head, lost], PLAN, "Count:")
+    assert lines[1] == "ranks: 0 head running; 1 w1 not answering"
+    assert lines[2] == "memory guard: steady on head; not answering on w1"

@@ -288,3 +288,21 @@ def test_the_preflight_checks_secrets_on_every_rank_only_when_the_profile_names_
     assert not [line for line in preflight(facts, plain_plan, plain.data)["lines"] if line["check"] == "secret-files"]
     skipped = preflight(facts, plan, profile.data, skip=["secret-files"])["lines"]
     assert {line["status"] for line in skipped if line["check"] == "secret-files"} == {"SKIP"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        ("HF_TOKEN", "x", True),
+        ("GITHUB_TOKEN", "x", True),
+        ("TOKEN", "x", True),
+        ("HF_TOKEN_PATH", "/run/secrets/hf_token", False),
+        ("MAX_TOKENS", "8", False),
+        # a size per token (the sim engine's KV-cache override in tests/sim), not a token
+        ("SIM_ENGINE_KV_BYTES_PER_TOKEN", "4096", False),
+        ("VLLM_API_KEY", "x", True),
+        ("DB_PASSWORD", "x", True),
+    ],
+)
+def test_which_names_hold_a_secret(name: str, value: str, secret: bool) -> None:
+    assert secret_env_name(name, value) is secret
