@@ -151,6 +151,13 @@ class ActionModule(ActionBase):
         except transfer.TransferError as error:
             result.update(failed=True, msg=f"{host}: cannot stream: {error}")
             return result
+        if checked.returncode != 0 and not checked.stdout.strip():
+            result.update(
+                failed=True,
+                msg=f"{host}: could not ask it what {image_id} is after the {'pull' if pull else 'load'} (exit "
+                f"{checked.returncode}): {_tail(checked.stderr)}",
+            )
+            return result
         wrong = transfer.verify(checked.stdout, list(dict.fromkeys([image_id, *names])), image_id)
         if checked.returncode != 0 or wrong:
             said = "; ".join(result.get("loaded") or []) or _tail(checked.stderr)

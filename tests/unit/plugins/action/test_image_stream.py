@@ -219,3 +219,19 @@ def test_become_runs_the_docker_commands_under_sudo(fake: pathlib.Path, monkeypa
     result, _shown = run(fake, STREAM, ansible_become=True)
     assert not result.get("failed"), result
     assert all("sudo -n -H -u root -- sh -c" in line for line in ssh_log(fake))
+
+
+def test_a_node_that_stops_answering_before_the_check(fake: pathlib.Path) -> None:
+    """The load went through, then the check's ssh fails (exit 255, nothing printed): said as such, not as a wrong
+    image."""
+    ssh = fake / "ssh"
+    ssh.write_text(
+        FAKE_SSH.replace(
+            'exec sh -c "$1"', 'case "$1" in *inspect*) echo "Connection reset" >&2; exit 255;; esac\nexec sh -c "$1"'
+        )
+    )
+    result, _shown = run(fake, STREAM)
+    assert result["failed"] and result["changed"]
+    assert (
+        result["msg"] == f"sim3-worker2: could not ask it what {IMAGE} is after the load (exit 255): Connection reset"
+    )
