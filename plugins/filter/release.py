@@ -9,7 +9,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _release_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _image_transfer, _release_report
 
 
 def release_report(result: Any, show: bool = False) -> list[str]:
@@ -33,6 +33,22 @@ def rollback_target(result: Any, head: str, containers: Any = None, wanted: str 
         ) from None
 
 
+def image_plan(
+    facts: Any,
+    head: str,
+    hosts: Any = None,
+    release: str = "",
+    profile_images: Any = None,
+    pull: bool = False,
+) -> dict[str, Any]:
+    try:
+        return _image_transfer.plan(
+            facts, head, list(hosts or []), release or "", dict(profile_images or {}) or None, bool(pull)
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise AnsibleFilterError(f"dgxspark.cluster.image_plan: needs node_facts' answers by host: {error}") from None
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"release_report": release_report, "rollback_target": rollback_target}
+        return {"release_report": release_report, "rollback_target": rollback_target, "image_plan": image_plan}

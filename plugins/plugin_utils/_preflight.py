@@ -612,7 +612,7 @@ def _image(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any]) -> tup
             names = ", ".join(found.get("tags") or []) or "untagged"
             return _line("image-present", host, PASS, f"image {image} is here ({names})"), found.get("id")
         return _line("image-present", host, PASS, f"{image} is {found.get('id')}"), found.get("id")
-    never = "(a boot never pulls): playbooks/images.yml streams it from the head"
+    never = "(a boot never pulls): playbooks/images.yml -e images_profile=true streams it from the head"
     missed = near_misses(images, image)
     if ref.digest and not ref.by_id and missed:
         if any(m.startswith(f"{ref.digest} ") for m in missed):

@@ -82,6 +82,12 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
         "Roll back to the previous promoted release, or a named one, through the boot's own preflight; the boot's "
         "undo on any failure.",
     ),
+    "images": (
+        "playbooks/images.yml",
+        ((PLAYBOOK_SPEC, "images"),),
+        "Put a release's image (the promoted one's by default) on the nodes that lack it, streamed from the head over "
+        "SSH and its ID checked on arrival; never from a registry unless asked. Run it when a preflight names it.",
+    ),
     "promote": (
         "playbooks/promote.yml",
         ((PLAYBOOK_SPEC, "promote"), (PLAYBOOK_SPEC, "bench"), BOOT_SPEC),

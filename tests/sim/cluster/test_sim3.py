@@ -495,7 +495,8 @@ def test_releases_a_candidate_then_a_rollback(sim3, tmp_path):
     is refused without boot_candidate, then serves as a candidate with a release of its own; releases.yml lists
     both; rollback.yml goes back to the promoted release (every rank replaced, the smoke completion passes) and
     promotes it again. A rollback whose image is gone from a node is refused by the preflight, naming
-    images.yml, and changes nothing."""
+    images.yml, and changes nothing; images.yml puts the image back (--check first), and a second run changes
+    nothing."""
     try:
         releases_and_rollback(tmp_path)
     finally:
@@ -551,9 +552,43 @@ def releases_and_rollback(tmp_path) -> None:
         assert "FAIL rollback-images sim3-worker2" in flat and "playbooks/images.yml" in flat, gone.stdout[-4000:]
         assert "nothing was changed" in flat
         assert rank_containers("sim3-worker2") == {}
+        images_put_back(promoted, image_id, tags)
     finally:
-        with saved.open("rb") as tar:
-            subprocess.run(["docker", "exec", "-i", "sim3-worker2", "docker", "load"], stdin=tar, check=True)
+        if node_sh("sim3-worker2", f"docker image inspect {image_id} >/dev/null 2>&1 || echo gone").stdout.strip():
+            with saved.open("rb") as tar:
+                subprocess.run(["docker", "exec", "-i", "sim3-worker2", "docker", "load"], stdin=tar, check=True)
+
+
+def recap_changed(out: str) -> dict[str, int]:
+    """PLAY RECAP: each host's changed count."""
+    return {host: int(n) for host, n in re.findall(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)", out, re.M)}
+
+
+def images_put_back(promoted: dict, image_id: str, tags: list[str]) -> None:
+    """images.yml after the refused rollback: --check says what would move and moves nothing; the run streams the
+    release's image from the head to sim3-worker2 only (docker save piped into docker load over the controller's
+    two ssh connections) and checks its ID there; a second run (the promoted release, by default) changes nothing."""
+    assert promoted["images"]["sim3-worker2"] == image_id, promoted["images"]
+    named = ("-e", f"dgxspark_release={promoted['id']}")
+    dry = playbook("playbooks/images.yml", *named, "--check")
+    flat = " ".join(dry.stdout.split())
+    assert dry.returncode == 0, dry.stdout[-4000:]
+    assert f"sim3-worker2: lacks {image_id[:19]}: streams" in flat and "sim3-worker1: has" in flat, flat[-3000:]
+    assert "would stream" in flat, flat[-3000:]
+    gone = node_sh("sim3-worker2", f"docker image inspect {image_id} >/dev/null 2>&1 || echo gone").stdout.strip()
+    assert gone == "gone", "--check moved the image"
+    put = playbook("playbooks/images.yml", *named, timeout=300)
+    flat = " ".join(put.stdout.split())
+    assert put.returncode == 0, put.stdout[-6000:]
+    assert f"sim3-worker2: streamed {image_id[:19]} from sim3-head" in flat and "the ID checked" in flat, flat[-3000:]
+    assert recap_changed(put.stdout) == {"sim3-head": 0, "sim3-worker1": 0, "sim3-worker2": 1}, put.stdout[-2000:]
+    found = node_sh("sim3-worker2", "docker image inspect -f '{{.Id}}' " + " ".join(tags)).stdout.split()
+    assert found == [image_id] * len(tags), found  # the ID, and its tags with it
+    again = playbook("playbooks/images.yml", timeout=300)
+    flat = " ".join(again.stdout.split())
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert "every node has it (3), nothing moves" in flat, flat[-3000:]
+    assert set(recap_changed(again.stdout).values()) == {0}, again.stdout[-2000:]
 
 
 HELPER = "dgxspark-sim-helper.service"  # the sim profiles' host.helper_services (sim/node/rootfs)

@@ -32,6 +32,7 @@ SPECS = {
     "dgxspark releases": ("playbooks/releases.yml", [(PLAYBOOK, "releases")]),
     # rollback.yml imports boot.yml
     "dgxspark rollback": ("playbooks/rollback.yml", [(PLAYBOOK, "rollback"), BOOT]),
+    "dgxspark images": ("playbooks/images.yml", [(PLAYBOOK, "images")]),
     # promote.yml imports boot.yml, bench.yml and rollback.yml
     "dgxspark promote": ("playbooks/promote.yml", [(PLAYBOOK, "promote"), (PLAYBOOK, "bench"), BOOT]),
 }
@@ -210,6 +211,11 @@ def _literal(expression: str) -> tuple[bool, Any]:
         ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir", "boot_head_group")),
         # its own variables; what the boot it imports reads is the boot role's spec
         ("rollback", "playbooks/rollback.yml", ("dgxspark_release", "boot_releases_dir")),
+        (
+            "images",
+            "playbooks/images.yml",
+            ("dgxspark_release", "images_", "boot_head_group", "boot_workers_group", "boot_releases_dir"),
+        ),
         # dgxspark_release is what it sets for the rollback it may import, not a variable it reads
         ("promote", "playbooks/promote.yml", ("dgxspark_candidate", "dgxspark_promote_", "boot_releases_dir")),
     ],

@@ -177,7 +177,8 @@ def test_an_image_named_by_id() -> None:
     _result, line = image_lines(OTHER, nodes_with(IMAGES))
     assert (line["status"], line["message"]) == (
         "FAIL",
-        f"image {OTHER} is not on this node (a boot never pulls): playbooks/images.yml streams it from the head",
+        f"image {OTHER} is not on this node (a boot never pulls): playbooks/images.yml -e "
+        "images_profile=true streams it from the head",
     )
 
 
