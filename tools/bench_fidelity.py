@@ -5,6 +5,11 @@
 
     tools/bench_fidelity.py [--levels 1,2,4,8,16,32,64] [--ttft-ms 200] [--itl-ms 20] [--output-tokens 64]
                             [--rounds 4] [--aiperf | --no-aiperf] [--json FILE]
+                            [--api-key-file FILE] [--ssl-certfile PEM --ssl-keyfile PEM]
+
+With --api-key-file and --ssl-certfile/--ssl-keyfile the engine wants the key and speaks TLS (as a profile's
+container.api asks), and the client sends the key read from the file and trusts the certificate: the figures
+then include what TLS costs. The reference (aiperf) is left out then.
 
 1. Truth. Starts the stand-in engine (sim/engine) on 127.0.0.1 with a flat timing table: every request's
    first token comes --ttft-ms after the engine admits it and every further token --itl-ms after the one
@@ -68,18 +73,38 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+# The served API's access, as a profile's container.api asks for it (--api-key-file, --ssl-certfile/--ssl-keyfile):
+# the engine gets the key in VLLM_API_KEY and the TLS files, the client reads the key from the file and trusts the
+# certificate. Empty: plain http, no key.
+ACCESS: dict[str, str] = {}
+
+
+def endpoint(url: str) -> client.Endpoint:
+    return client.Endpoint(url, api_key_file=ACCESS.get("api_key_file"), ca_file=ACCESS.get("certfile"))
+
+
+def urlopen(url: str, timeout: float):
+    context = client.tls_context(ACCESS["certfile"]) if url.startswith("https:") else None
+    return urllib.request.urlopen(url, timeout=timeout, context=context)
+
+
 def start_engine(ttft_ms: float, itl_ms: float, max_seqs: int, workdir: Path) -> tuple[subprocess.Popen, str]:
     calibration = workdir / "flat.json"
     calibration.write_text(json.dumps({"levels": {"1": [ttft_ms, itl_ms], "2": [ttft_ms, itl_ms]}}))
     port = free_port()
     env = dict(os.environ, SIM_ENGINE_CALIBRATION=str(calibration), SIM_ENGINE_LOAD_SECONDS="0.2")
     env.pop("SIM_ENGINE_TIME_SCALE", None)
+    env.pop("VLLM_API_KEY", None)
     argv = [sys.executable, str(ENGINE), "serve", "/models/fidelity", "--served-model-name", "fidelity"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", str(max_seqs), "--max-model-len", "32768"]
     argv += ["--disable-uvicorn-access-log"]
+    if ACCESS.get("api_key_file"):
+        env["VLLM_API_KEY"] = client.read_api_key(ACCESS["api_key_file"])  # as the head's wrapper does
+    if ACCESS.get("certfile"):
+        argv += ["--ssl-certfile", ACCESS["certfile"], "--ssl-keyfile", ACCESS["keyfile"]]
     log = (workdir / "engine.log").open("w")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if ACCESS.get('certfile') else 'http'}://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -87,7 +112,7 @@ def start_engine(ttft_ms: float, itl_ms: float, max_seqs: int, workdir: Path) ->
                 f"bench_fidelity: the engine exited {proc.returncode}: {(workdir / 'engine.log').read_text()[-2000:]}"
             )
         try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as answer:
+            with urlopen(url + "/health", 1) as answer:
                 if answer.status == 200:
                     return proc, url
         except OSError:
@@ -98,7 +123,7 @@ def start_engine(ttft_ms: float, itl_ms: float, max_seqs: int, workdir: Path) ->
 
 def engine_ttft(url: str) -> tuple[float, int]:
     """(sum, count) of the engine's own vllm:time_to_first_token_seconds histogram."""
-    with urllib.request.urlopen(url + "/metrics", timeout=5) as answer:
+    with urlopen(url + "/metrics", 5) as answer:
         text = answer.read().decode()
     total = count = 0.0
     for line in text.splitlines():
@@ -112,9 +137,7 @@ def engine_ttft(url: str) -> tuple[float, int]:
 
 
 def ours(url: str, concurrency: int, requests: int, output_tokens: int, prompt_tokens: int, ramp: float) -> dict:
-    level = client.run_level(
-        client.Endpoint(url), "fidelity", concurrency, requests, prompt_tokens, output_tokens, ramp=ramp
-    )
+    level = client.run_level(endpoint(url), "fidelity", concurrency, requests, prompt_tokens, output_tokens, ramp=ramp)
     ok = [r for r in level["requests"] if r["ok"]]
     tpot = [(r["e2e"] - r["ttft"]) / (r["output_tokens"] - 1) for r in ok if (r["output_tokens"] or 0) > 1]
     return {
@@ -167,9 +190,20 @@ def main() -> int:
         "--burst", action="store_true", help="start every user at once (default: spread over one request's duration)"
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--api-key-file", help="the engine wants this file's key; the client sends it (401 otherwise)")
+    parser.add_argument("--ssl-certfile", help="the engine speaks TLS with this certificate; the client trusts it")
+    parser.add_argument("--ssl-keyfile", help="the certificate's private key (with --ssl-certfile)")
     args = parser.parse_args()
+    if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
+        raise SystemExit("bench_fidelity: --ssl-certfile and --ssl-keyfile go together")
+    for name in ("api_key_file", "ssl_certfile", "ssl_keyfile"):
+        if getattr(args, name):
+            ACCESS[name.replace("ssl_", "")] = getattr(args, name)
     levels = [int(x) for x in args.levels.split(",")]
     use_aiperf = AIPERF_VENV.joinpath("bin", "python").exists() if args.aiperf is None else args.aiperf
+    if ACCESS and use_aiperf:
+        print("bench_fidelity: the reference (aiperf) is run over plain http without a key only: left out")
+        use_aiperf = False
     if use_aiperf and not AIPERF_VENV.joinpath("bin", "python").exists():
         raise SystemExit("bench_fidelity: --aiperf needs .venv-aiperf (make venv-aiperf)")
     truth_ttft, truth_tpot = args.ttft_ms / 1000, args.itl_ms / 1000
@@ -178,7 +212,7 @@ def main() -> int:
     engine, url = start_engine(args.ttft_ms, args.itl_ms, max(levels) * 2, workdir)
     rows = []
     try:
-        client.run_level(client.Endpoint(url), "fidelity", 2, 4, args.prompt_tokens, 8)  # warm-up
+        client.run_level(endpoint(url), "fidelity", 2, 4, args.prompt_tokens, 8)  # warm-up
         for concurrency in levels:
             requests = max(32, args.rounds * concurrency)
             before = engine_ttft(url)

@@ -34,6 +34,8 @@ display = Display()
 ARGUMENT_SPEC = {
     "container": {"type": "str", "required": True},
     "api": {"type": "str"},
+    "api_key_file": {"type": "str", "no_log": False},
+    "ca_file": {"type": "str"},
     "head": {"type": "str"},
     "rank": {"type": "int"},
     "timeout": {"type": "int", "default": 900},
@@ -109,6 +111,10 @@ class ActionModule(ActionBase):
         if args["api"]:
             module_args["api"] = args["api"]
             module_args["wait"] = wait
+            # paths on the head: rank_health reads the key there (it never comes here) and trusts the CA file
+            for name in ("api_key_file", "ca_file"):
+                if args[name]:
+                    module_args[name] = args[name]
         return self._execute_module(
             module_name="dgxspark.cluster.rank_health", module_args=module_args, task_vars=task_vars
         )
@@ -304,5 +310,9 @@ def _phase(look: dict[str, Any]) -> str:
     if look.get("healthy") and look.get("models"):
         return f"serving {', '.join(look['models'])}"
     if look.get("healthy"):
-        return "healthy, waiting for /v1/models"
+        return (
+            f"healthy, waiting for /v1/models ({look['health_error']})"
+            if look.get("health_error")
+            else ("healthy, waiting for /v1/models")
+        )
     return f"loading ({look.get('health_error') or 'no answer yet'})"

@@ -49,10 +49,47 @@ NEEDLE_KEY = "secret passphrase"
 NEEDLE_QUESTION = "What is the secret passphrase?"
 
 
-class Endpoint:
-    """Where the OpenAI API is: ``url`` is its base, such as http://127.0.0.1:8000 (``/v1`` is added)."""
+def read_api_key(path: str) -> str:
+    """The API key held in the file at ``path`` (on this host), without surrounding whitespace.
 
-    def __init__(self, url: str, api_key: str | None = None, api: str = "chat", verify_tls: bool = True) -> None:
+    A ValueError names the path, never the content: a missing, unreadable or empty file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            key = handle.read().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read the API key file {path}: {getattr(error, 'strerror', None) or error}") from None
+    if not key or any(ch in key for ch in "\r\n"):
+        raise ValueError(f"the API key file {path} holds no key (or more than one line)")
+    return key
+
+
+def tls_context(ca_file: str | None = None, verify: bool = True) -> ssl.SSLContext:
+    """A client's TLS context: the system's CAs, or only ``ca_file`` (a PEM on this host) when given."""
+    try:
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+    except (OSError, ssl.SSLError) as error:
+        raise ValueError(f"cannot load the CA file {ca_file}: {error}") from None
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class Endpoint:
+    """Where the OpenAI API is: ``url`` is its base, such as http://127.0.0.1:8000 (``/v1`` is added).
+
+    ``api_key_file`` names a file on this host holding the key (read here, never passed around); ``ca_file`` is
+    what an https server's certificate is checked against (default: the system's CAs)."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        api: str = "chat",
+        verify_tls: bool = True,
+        api_key_file: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"url must be http(s)://host[:port][/path], got {url!r}")
@@ -63,10 +100,9 @@ class Endpoint:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.tls: ssl.SSLContext | None = None
         if parts.scheme == "https":
-            self.tls = ssl.create_default_context()
-            if not verify_tls:
-                self.tls.check_hostname = False
-                self.tls.verify_mode = ssl.CERT_NONE
+            self.tls = tls_context(ca_file, verify_tls)
+        if api_key is None and api_key_file:
+            api_key = read_api_key(api_key_file)
         base = parts.path.rstrip("/")
         if not base.endswith("/v1"):
             base += "/v1"

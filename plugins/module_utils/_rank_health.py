@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import time
 from typing import Any, Callable
 from urllib.parse import quote, urlsplit
@@ -21,12 +22,22 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
 )
 
 
-def http_get(url: str, timeout: float) -> tuple[int | None, str, str | None]:
-    """(status, body, error): a refused or timed-out connection is an error, not an exception."""
+def http_get(
+    url: str, timeout: float, api_key: str | None = None, tls: ssl.SSLContext | None = None
+) -> tuple[int | None, str, str | None]:
+    """(status, body, error): a refused or timed-out connection, or a certificate that does not verify, is an
+    error, not an exception. ``api_key`` goes as ``Authorization: Bearer``; an https URL uses ``tls``."""
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout)
+    host = parts.hostname or "127.0.0.1"
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        context = tls or ssl.create_default_context()
+        connection = http.client.HTTPSConnection(host, parts.port or 443, timeout=timeout, context=context)
+    else:
+        connection = http.client.HTTPConnection(host, parts.port or 80, timeout=timeout)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        connection.request("GET", parts.path or "/")
+        connection.request("GET", parts.path or "/", headers=headers)
         response = connection.getresponse()
         return response.status, response.read().decode("utf-8", "replace"), None
     except (OSError, http.client.HTTPException) as error:
@@ -44,6 +55,8 @@ def rank_health(
     wait: float = 0.0,
     poll: float = 0.25,
     sleep: Callable[[float], None] = time.sleep,
+    api_key: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> dict[str, Any]:
     """Look at the rank; with ``wait`` (and ``api``) look again every ``poll`` seconds, on the node, until the
     head serves (health and models), its container stops, or ``wait`` seconds passed: one round trip from the
@@ -53,7 +66,7 @@ def rank_health(
     started = time.monotonic()
     first: dict[str, Any] = {}
     while True:
-        look = _look_once(engine, container, api, log_lines, timeout)
+        look = _look_once(engine, container, api, log_lines, timeout, api_key, tls)
         for key in ("port_open_at", "ready_at"):
             if look.get(key) is not None:
                 first.setdefault(key, look[key])
@@ -65,7 +78,15 @@ def rank_health(
         sleep(poll)
 
 
-def _look_once(engine: DockerEngine, container: str, api: str | None, log_lines: int, timeout: float) -> dict[str, Any]:
+def _look_once(
+    engine: DockerEngine,
+    container: str,
+    api: str | None,
+    log_lines: int,
+    timeout: float,
+    api_key: str | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> dict[str, Any]:
     """One look: the container state, last log lines and (with ``api``, the head's base URL) health and models.
 
     ``running`` is None, never False, when the engine could not be asked (``error`` says why): "it does not
@@ -108,13 +129,15 @@ def _look_once(engine: DockerEngine, container: str, api: str | None, log_lines:
         result["running"] = None  # not known: the engine could not be asked
     if api and result["running"]:
         base = api.rstrip("/")
-        code, _body, error = http_get(f"{base}/health", timeout)
+        code, _body, error = http_get(f"{base}/health", timeout, api_key, tls)
         if code is not None:
             result["port_open_at"] = time.time()
         result["healthy"] = code == 200
         result["health_error"] = error or (None if code == 200 else f"HTTP {code}")
         if code == 200:
-            code, body, error = http_get(f"{base}/v1/models", timeout)
+            code, body, error = http_get(f"{base}/v1/models", timeout, api_key, tls)
+            if code == 401:
+                result["health_error"] = "HTTP 401 on /v1/models: the API wants a key this look did not send"
             if code == 200:
                 try:
                     result["models"] = [m.get("id") for m in json.loads(body).get("data", [])]

@@ -38,6 +38,14 @@ options:
   api_key:
     description: "Sent as C(Authorization: Bearer <key>) when set."
     type: str
+  api_key_file:
+    description:
+      - A file on this host holding the key (the profile's C(container.api.api_key_file)), read there and sent as
+        O(api_key) is; the key is then never an argument or a result. O(api_key) wins when both are given.
+    type: str
+  ca_file:
+    description: With an C(https) O(url), the PEM file (on this host) the server's certificate is checked against.
+    type: str
   validate_certs:
     description: Check the server's certificate (https only).
     type: bool
@@ -169,6 +177,8 @@ def main() -> None:
             "model": {"type": "str", "required": True},
             "api": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
             "api_key": {"type": "str", "no_log": True},
+            "api_key_file": {"type": "str", "no_log": False},
+            "ca_file": {"type": "str"},
             "validate_certs": {"type": "bool", "default": True},
             "mode": {"type": "str", "choices": ["gate", "load", "needle"], "required": True},
             "concurrency": {"type": "int", "default": 1},
@@ -196,7 +206,16 @@ def main() -> None:
     if not 0 <= params["needle_depth"] <= 1:
         module.fail_json(msg=f"needle_depth must be between 0 and 1, got {params['needle_depth']}")
     try:
-        endpoint = Endpoint(params["url"], params["api_key"], params["api"], params["validate_certs"])
+        endpoint = Endpoint(
+            params["url"],
+            params["api_key"],
+            params["api"],
+            params["validate_certs"],
+            api_key_file=params["api_key_file"],
+            ca_file=params["ca_file"],
+        )
+        if endpoint.api_key:
+            module.no_log_values.add(endpoint.api_key)
         extra = params["extra_body"]
         if params["mode"] == "gate":
             if not params["checks"]:

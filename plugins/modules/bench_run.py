@@ -41,6 +41,15 @@ options:
   api_key:
     description: "Sent as C(Authorization: Bearer <key>) when set."
     type: str
+  api_key_file:
+    description:
+      - A file on the host this task runs on holding the key (the profile's C(container.api.api_key_file)), read
+        there and sent as O(api_key) is; the key is then never an argument or a result. O(api_key) wins when both
+        are given.
+    type: str
+  ca_file:
+    description: With an C(https) O(url), the PEM file (on the host this task runs on) the server is checked against.
+    type: str
   validate_certs:
     description: Check the server's certificate (https only).
     type: bool

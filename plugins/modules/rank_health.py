@@ -26,6 +26,15 @@ options:
   api:
     description: The rank's API base URL on the node, such as V(http://127.0.0.1:8000) (the head only).
     type: str
+  api_key_file:
+    description:
+      - A file on the node holding the API's key (the profile's C(container.api.api_key_file)), sent in an
+        C(Authorization) header (Bearer) to C(/v1/models). The module reads it on the node; the key is never an
+        argument or a result.
+    type: str
+  ca_file:
+    description: With an C(https) O(api), the PEM file on the node the server's certificate is checked against.
+    type: str
   log_lines:
     description: How many of the container's last log lines to return.
     type: int
@@ -120,6 +129,7 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._bench_client import read_api_key, tls_context
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
 
@@ -129,6 +139,8 @@ def main() -> None:
         argument_spec={
             "container": {"type": "str", "required": True},
             "api": {"type": "str"},
+            "api_key_file": {"type": "str", "no_log": False},
+            "ca_file": {"type": "str"},
             "log_lines": {"type": "int", "default": 1},
             "timeout": {"type": "float", "default": 5},
             "wait": {"type": "float", "default": 0},
@@ -141,10 +153,24 @@ def main() -> None:
         path = socket_path(params["docker_host"])
     except ValueError as error:
         module.fail_json(msg=str(error))
+    try:
+        api_key = read_api_key(params["api_key_file"]) if params["api"] and params["api_key_file"] else None
+        tls = tls_context(params["ca_file"]) if params["api"] and params["api"].startswith("https:") else None
+    except ValueError as error:
+        module.fail_json(msg=str(error))
+    if api_key:
+        module.no_log_values.add(api_key)
     engine = DockerEngine(path, params["timeout"])
     try:
         result = rank_health(
-            engine, params["container"], params["api"], params["log_lines"], params["timeout"], params["wait"]
+            engine,
+            params["container"],
+            params["api"],
+            params["log_lines"],
+            params["timeout"],
+            params["wait"],
+            api_key=api_key,
+            tls=tls,
         )
     finally:
         engine.close()

@@ -19,9 +19,18 @@ author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
   url:
-    description: The API's base URL, such as V(http://127.0.0.1:8000).
+    description: The API's base URL, such as V(http://127.0.0.1:8000) or V(https://192.0.2.10:8000).
     type: str
     required: true
+  api_key_file:
+    description:
+      - A file on the host that sends the request holding the API's key (the profile's C(container.api.api_key_file)),
+        sent in an C(Authorization) header (Bearer). The module reads it there; the key is never an argument or a
+        result.
+    type: str
+  ca_file:
+    description: With an C(https) O(url), the PEM file the server's certificate is checked against (on that host).
+    type: str
   model:
     description: The served model's name.
     type: str
@@ -94,6 +103,8 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "url": {"type": "str", "required": True},
+            "api_key_file": {"type": "str", "no_log": False},
+            "ca_file": {"type": "str"},
             "model": {"type": "str", "required": True},
             "prompt": {"type": "str", "default": "Count from 1 to 10:"},
             "expect": {"type": "str", "default": r"1\D+2\D+3\D+4\D+5\D+6\D+7\D+8\D+9\D+10"},
@@ -104,7 +115,11 @@ def main() -> None:
     )
     params = module.params
     try:
-        endpoint = Endpoint(params["url"], api="completions")
+        endpoint = Endpoint(
+            params["url"], api="completions", api_key_file=params["api_key_file"], ca_file=params["ca_file"]
+        )
+        if endpoint.api_key:
+            module.no_log_values.add(endpoint.api_key)
         result = smoke(
             endpoint, params["model"], params["prompt"], params["expect"], params["max_tokens"], params["timeout"]
         )

@@ -25,7 +25,17 @@ options:
     required: true
   api:
     description:
-      - The head's API base URL on the head itself, such as V(http://127.0.0.1:8000). Given on the head only.
+      - The head's API base URL on the head itself, such as V(http://127.0.0.1:8000) or V(https://192.0.2.10:8000).
+        Given on the head only.
+    type: str
+  api_key_file:
+    description:
+      - A file on the head holding the API's key (the profile's C(container.api.api_key_file)), given with O(api).
+        C(dgxspark.cluster.rank_health) reads it there and sends it to C(/v1/models); the key never reaches the
+        controller.
+    type: str
+  ca_file:
+    description: With an C(https) O(api), the PEM file on the head the server's certificate is checked against.
     type: str
   head:
     description:

@@ -142,11 +142,13 @@ def boot_report(
     port = plan["ranks"][0]["api_port"]
     served = _get(head, "boot_served", {})
     address = head.get("ansible_host") or plan["head"]
+    # where clients reach the API (the plan's container.api: its scheme and address), else the head's ansible_host
+    url = (plan.get("api") or {}).get("api_url") or f"http://{address}:{port}/v1"
     if served.get("models"):
         ready = f" (ready after {served.get('seconds')} s of waiting)" if served.get("seconds") is not None else ""
-        endpoint = f"endpoint: http://{address}:{port}/v1 serving {', '.join(served['models'])}{ready}"
+        endpoint = f"endpoint: {url} serving {', '.join(served['models'])}{ready}"
     else:
-        endpoint = f"endpoint: http://{address}:{port}/v1 (already serving as planned: nothing was started)"
+        endpoint = f"endpoint: {url} (already serving as planned: nothing was started)"
     ranks = "; ".join(
         f"{_get(h, 'boot_rank', {}).get('rank')} {h.get('inventory_hostname')} "
         f"{_get(_get(h, 'boot_steadied', {}), 'rank', {}).get('status') or 'not answering'}"

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import docker_container_params
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
@@ -52,7 +52,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
 LABEL_PREFIX = "dgxspark.cluster"
 
 # Settings each rank may have of its own; everything else that was rendered must agree.
-PER_RANK_FLAGS = frozenset({"--node-rank", "--headless", "--port", "--host"})
+PER_RANK_FLAGS = frozenset({"--node-rank", "--headless", "--port", "--host", "--ssl-certfile", "--ssl-keyfile"})
 PER_RANK_ENV = frozenset(
     {
         "NCCL_IB_HCA",
@@ -135,7 +135,10 @@ def build_plan(
             out.items.extend(scoped.items)
     out.raise_if_errors()
     head = next(h for h in ranked if h.rank == 0)
-    ranks = [_render_rank(profile, name, h, str(head.fabric_address), out) for h in ranked]
+    api = _api_access.api_of(profile.data)
+    listen = _api_access.resolve(api, head, out)
+    out.raise_if_errors()
+    ranks = [_render_rank(profile, name, h, str(head.fabric_address), out, api, listen) for h in ranked]
     out.raise_if_errors()
     _check_agreement(ranks, out)
     out.raise_if_errors()
@@ -150,7 +153,9 @@ def build_plan(
         "workers": [r.host for r in ranks if r.role == "worker"],
         "master_addr": str(head.fabric_address),
         "master_port": container["master_port"],
-        "api_url": f"http://{head.fabric_address}:{container['api_port']}/v1",
+        "api_url": _api_access.summary(api, listen, container["api_port"])["api_url"],
+        "api": _api_access.summary(api, listen, container["api_port"]),
+        "secrets": secrets_of(profile.data),
         "container_name": container["name"],
         "memory_budget": memory_budget(shape["sizing"], shape.get("memory")),
         "ranks": [asdict(r) for r in ranks],
@@ -200,7 +205,15 @@ def discovered_fabric(fabric: Mapping[str, Any], discovered: Any) -> dict[str, A
     return found
 
 
-def _render_rank(profile: Profile, shape_name: str, host: Host, master_addr: str, out: Collector) -> RankPlan:
+def _render_rank(
+    profile: Profile,
+    shape_name: str,
+    host: Host,
+    master_addr: str,
+    out: Collector,
+    api: Mapping[str, Any] | None = None,
+    listen: Mapping[str, Any] | None = None,
+) -> RankPlan:
     errors_before = len(out.errors)
     data = profile.data
     shape = dict(data["shapes"][shape_name])
@@ -241,10 +254,17 @@ def _render_rank(profile: Profile, shape_name: str, host: Host, master_addr: str
     rank = int(host.rank)
     role = "head" if rank == 0 else "worker"
     command = render_serve_command(data, shape, container, rank, master_addr)
+    entrypoint = container["entrypoint"][0]
+    if rank == 0 and api is not None and listen is not None:
+        # the API's --host and TLS files; with a key, a wrapper that reads it into VLLM_API_KEY (never argv)
+        command += _api_access.head_flags(api, listen["bind"])
+        entrypoint, wrapped = _api_access.wrapped(api, entrypoint, command)
+    else:
+        wrapped = command
     spec = {
         "image": container["image"],
-        "entrypoint": container["entrypoint"][0],
-        "command": command,
+        "entrypoint": entrypoint,
+        "command": wrapped,
         "docker_run_args": args.args,
         "environment": env,
     }
@@ -263,7 +283,7 @@ def _render_rank(profile: Profile, shape_name: str, host: Host, master_addr: str
     argv += args.args
     for key in sorted(env):
         argv += ["--env", f"{key}={env[key]}"]
-    argv += ["--entrypoint", container["entrypoint"][0], container["image"], *command]
+    argv += ["--entrypoint", entrypoint, container["image"], *wrapped]
     ulimits = {k: v.as_dict() for k, v in sorted(docker.container_ulimits(args.args).items())}
     plan = RankPlan(
         host.name,
@@ -280,8 +300,8 @@ def _render_rank(profile: Profile, shape_name: str, host: Host, master_addr: str
     )
     plan.agreement = _agreement_view(plan, command, container)
     plan.docker_run_args = list(args.args)
-    plan.entrypoint = container["entrypoint"][0]
-    plan.command = list(command)
+    plan.entrypoint = entrypoint
+    plan.command = list(wrapped)
     plan.api_port = int(container["api_port"]) if rank == 0 else None
     if len(out.errors) > errors_before:
         return plan  # the host's overrides are wrong: rendering would only repeat it

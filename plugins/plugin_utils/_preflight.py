@@ -165,7 +165,8 @@ def preflight(
         lines.append(_fabric(host, node))
         lines.append(fabric_not_management(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
         lines.append(_weights(host, node, host_section.get("weights_path")))
-        secrets = (profile.get("container") or {}).get("secrets") or {}
+        # container.secrets and the API's key and TLS files (the plan's ``secrets``), each a file on every node
+        secrets = plan.get("secrets") or (profile.get("container") or {}).get("secrets") or {}
         if secrets:
             lines.append(secret_files(host, node, secrets))
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import check_image_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import parse_json, path_lines, read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import GIB, check_memory, memory_budget
@@ -116,7 +116,9 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
         out.error("$.shapes", "the profile defines no shape", expected="at least one shape")
     if "host" in data and clean("$.host"):
         _check_host(data["host"], out)
-    secrets = secrets_of(data) if clean("$.container.secrets") else {}
+    secrets = secrets_of(data) if clean("$.container.secrets", "$.container.api") else {}
+    if clean("$.container.secrets"):
+        _api_access.check_profile(data, out)
     for name, shape in sorted(shapes.items()):
         if isinstance(shape, Mapping) and isinstance(shape.get("environment"), Mapping):
             if clean(f"$.shapes.{name}.environment"):
@@ -168,16 +170,18 @@ def effective_docker_args(data: Mapping[str, Any], shape_name: str) -> DockerArg
     paths = [f"$.container.docker_run_args[{i}]" for i in range(len(top))]
     paths += [f"$.shapes.{shape_name}.container.docker_run_args[{i}]" for i in range(len(over))]
     secrets = secrets_of(data)
-    return DockerArgs(list(top) + list(over) + _secrets.mount_args(secrets), paths + _secrets.mount_paths(secrets))
+    paths += [_api_access.SECRET_PATHS.get(p.rsplit(".", 1)[-1], p) for p in _secrets.mount_paths(secrets)]
+    return DockerArgs(list(top) + list(over) + _secrets.mount_args(secrets), paths)
 
 
 def secrets_of(data: Mapping[str, Any]) -> dict[str, str]:
     """The profile's ``container.secrets`` (name to the file's path on every node), when it is sound."""
     container = data.get("container")
     secrets = container.get("secrets") if isinstance(container, Mapping) else None
-    if not isinstance(secrets, Mapping):
-        return {}
-    return {str(k): v for k, v in secrets.items() if isinstance(v, str)}
+    found = {str(k): v for k, v in secrets.items() if isinstance(v, str)} if isinstance(secrets, Mapping) else {}
+    # the API's key and TLS files are bound and checked as secrets too, under names of their own
+    found.update({k: v for k, v in _api_access.api_secrets(data).items() if k not in found})
+    return found
 
 
 def derived_environment(shape: Mapping[str, Any]) -> dict[str, str]:

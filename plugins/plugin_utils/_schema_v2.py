@@ -14,7 +14,7 @@ fails when the two differ.
 
 from __future__ import annotations
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import Node, optional
 
 SCHEMA_VERSION = 2
@@ -385,6 +385,60 @@ CONTAINER = Node(
             "a secret given inline (an environment variable such as HF_TOKEN, --env, --api-key) is refused.",
             values=Node("string", pattern=_secrets.SECRET_PATH, pattern_hint=_secrets.SECRET_PATH_HINT),
             key_pattern=_secrets.SECRET_NAME,
+        ),
+        "api": Node(
+            "object",
+            'The served OpenAI API\'s access (docs/profile.md, "The served API"): where the head listens, its key '
+            "and its TLS. The boot's wait, its smoke completion and the benchmark use the same.",
+            fields={
+                "bind": Node(
+                    "string",
+                    "Where the head's API listens (--host): management (the default: the head's ansible_host, "
+                    "an address), loopback (127.0.0.1), all (every interface, a warning), or an address the "
+                    "inventory gives the head (its ansible_host or dgxspark_fabric_address) or a loopback address.",
+                    pattern=_api_access.BIND_PATTERN,
+                    pattern_hint=_api_access.BIND_HINT,
+                    examples=("management", "loopback"),
+                ),
+                "api_key_file": Node(
+                    "string",
+                    "A file on every node (root's, 0600) holding the API key: bound read-only at "
+                    f"{_secrets.SECRETS_DIR}/{_api_access.KEY_SECRET} and checked like container.secrets; the head's "
+                    "container reads it into VLLM_API_KEY with a small sh wrapper and execs the engine, so the key "
+                    "is in no argv, no docker inspect and no plan. Clients send Authorization: Bearer <key>.",
+                    pattern=_secrets.SECRET_PATH,
+                    pattern_hint=_secrets.SECRET_PATH_HINT,
+                ),
+                "tls": Node(
+                    "object",
+                    "TLS for the API: vLLM's --ssl-certfile and --ssl-keyfile, from files on every node bound "
+                    "read-only as secrets (checked like container.secrets).",
+                    fields={
+                        "certfile": Node(
+                            "string",
+                            "The server's certificate (PEM) on every node; it must name the address the boot "
+                            "connects to (an IP subjectAltName: the bind address, 127.0.0.1 for loopback or all).",
+                            required=True,
+                            pattern=_secrets.SECRET_PATH,
+                            pattern_hint=_secrets.SECRET_PATH_HINT,
+                        ),
+                        "keyfile": Node(
+                            "string",
+                            "The certificate's private key (PEM) on every node, root's, 0600.",
+                            required=True,
+                            pattern=_secrets.SECRET_PATH,
+                            pattern_hint=_secrets.SECRET_PATH_HINT,
+                        ),
+                        "ca_file": Node(
+                            "string",
+                            "What the boot's clients trust (PEM, on the node they run on); default: certfile "
+                            "(a self-signed certificate).",
+                            pattern=_secrets.SECRET_PATH,
+                            pattern_hint=_secrets.SECRET_PATH_HINT,
+                        ),
+                    },
+                ),
+            },
         ),
     },
 )

@@ -40,11 +40,15 @@ RENDERED_FLAGS: dict[str, str] = {
     "--speculative-config": "shapes.<shape>.speculative_config",
     "--revision": "model_revision",
     "--override-generation-config": "generation_defaults",
+    "--host": "container.api.bind",
+    "--ssl-certfile": "container.api.tls.certfile",
+    "--ssl-keyfile": "container.api.tls.keyfile",
 }
 
 API_KEY_HINT = (
-    "vLLM reads its API key from --api-key or VLLM_API_KEY only, both of which end up in docker inspect; keep the "
-    "API behind an authenticating proxy (docs/security.md) and any file it needs in container.secrets"
+    "vLLM's key, given as --api-key, or in VLLM_API_KEY, ends up in docker inspect: give it as a file in "
+    "container.api.api_key_file instead (bound read-only like container.secrets; the head reads it into VLLM_API_KEY "
+    "at start, docs/profile.md)"
 )
 
 # Sizing keys and the flags they become, in the order they are rendered.

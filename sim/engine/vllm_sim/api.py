@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import ssl
 import time
 import uuid
 from http import HTTPStatus
@@ -60,8 +61,9 @@ class ApiServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, host: str, port: int, state: ServerState):
+    def __init__(self, host: str, port: int, state: ServerState, tls: ssl.SSLContext | None = None):
         self.state = state
+        self.tls = tls
         family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
         self.address_family = family
         super().__init__((host or "0.0.0.0", port), Handler, bind_and_activate=False)
@@ -76,6 +78,28 @@ class ApiServer(ThreadingHTTPServer):
 
     def activate(self) -> None:
         self.server_activate()
+
+    def get_request(self):
+        """With TLS (vLLM's --ssl-certfile/--ssl-keyfile), the connection is wrapped here and its handshake runs
+        in the connection's own thread (Handler.setup), so a client that never completes one holds up nobody."""
+        conn, address = super().get_request()
+        if self.tls is not None:
+            conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        return conn, address
+
+    def handle_error(self, request, client_address) -> None:
+        if self.tls is not None and isinstance(request, ssl.SSLSocket):
+            return  # a failed handshake (a plain-HTTP client, an untrusted certificate): uvicorn says nothing either
+        super().handle_error(request, client_address)
+
+
+def server_tls(certfile: str | None, keyfile: str | None) -> ssl.SSLContext | None:
+    """The server's TLS context from vLLM's --ssl-certfile and --ssl-keyfile (None without a certificate)."""
+    if not certfile:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certfile, keyfile or None)
+    return context
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -93,6 +117,10 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            self.request.do_handshake()
+            self.request.settimeout(None)
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -423,6 +451,8 @@ class Handler(BaseHTTPRequestHandler):
                 s.scheduler.abort(req)
 
     def _client_gone(self) -> bool:
+        if isinstance(self.connection, ssl.SSLSocket):
+            return False  # a TLS record cannot be peeked at: a client that leaves is seen when a write fails
         try:
             readable = select.select([self.connection], [], [], 0)[0]
             if readable:

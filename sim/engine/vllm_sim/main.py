@@ -236,7 +236,7 @@ class Engine:
         watchdog = Watchdog(self.watchdog_seconds, self._watchdog_fired)
         try:
             if self.serves:
-                from .api import ApiServer, ServerState
+                from .api import ApiServer, ServerState, server_tls
 
                 names = list(ns.served_model_name or [ns.model_tag])
                 kv_tokens = self.max_model_len * max_num_seqs
@@ -255,7 +255,11 @@ class Engine:
                     timing.name,
                 )
                 try:
-                    self.api = ApiServer(ns.host or "0.0.0.0", int(ns.port), state)
+                    tls = server_tls(ns.ssl_certfile, ns.ssl_keyfile)
+                except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                    return self._fatal(f"cannot load the TLS certificate {ns.ssl_certfile}: {exc}", 1)
+                try:
+                    self.api = ApiServer(ns.host or "0.0.0.0", int(ns.port), state, tls)
                     self.api.bind()
                 except OSError as exc:
                     return self._fatal(
@@ -300,7 +304,8 @@ class Engine:
                 ).start()
                 self.api.state.serving = True
                 host = ns.host or "0.0.0.0"
-                self.log.info("Starting vLLM API server 0 on http://%s:%d", host, int(ns.port))
+                scheme = "https" if self.api.tls is not None else "http"
+                self.log.info("Starting vLLM API server 0 on %s://%s:%d", scheme, host, int(ns.port))
                 self.log.info(
                     "Available routes: /health, /ping, /version, /load, /metrics, /v1/models, "
                     "/v1/completions, /v1/chat/completions"

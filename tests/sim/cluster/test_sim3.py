@@ -14,10 +14,13 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 from simcluster import (
     REPO,
@@ -589,6 +592,90 @@ def images_put_back(promoted: dict, image_id: str, tags: list[str]) -> None:
     assert again.returncode == 0, again.stdout[-4000:]
     assert "every node has it (3), nothing moves" in flat, flat[-3000:]
     assert set(recap_changed(again.stdout).values()) == {0}, again.stdout[-2000:]
+
+
+API_KEY = "sim3-api-key-7f3c9a5e1b2d4c6f8a0e"
+API_FILES = {
+    "api_key": "/etc/dgxspark/secrets/vllm_api_key",
+    "cert": "/etc/dgxspark/tls/api.crt",
+    "key": "/etc/dgxspark/tls/api.key",
+}
+
+
+def test_boots_with_an_api_key_and_tls(sim3, tmp_path):
+    """A profile with container.api (the default bind, the head's management address; a key file; TLS files, all
+    root's 0600 on every node) boots as a candidate through a second inventory: the boot's wait, smoke completion
+    and a short bench.yml run send the key over https; from here a request without the key gets a 401 and one
+    with it works; the key is in neither docker inspect nor the boot's output. Then the shipped profile's release
+    is promoted again and the cluster left stopped."""
+    [original] = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
+    try:
+        api_key_and_tls(tmp_path)
+    finally:
+        playbook("playbooks/stop.yml")
+        again = ansible(
+            "ansible", "sim3-head", "-m", "dgxspark.cluster.release", "-a", f"operation=promote id={original['id']}"
+        )
+        assert again.returncode == 0, again.stdout[-2000:]
+        for node in ("sim3-head", "sim3-worker1", "sim3-worker2"):
+            node_sh(node, "rm -f " + " ".join(API_FILES.values()), check=False)
+
+
+def api_key_and_tls(tmp_path) -> None:
+    subprocess.run(  # a self-signed certificate for the head's management address (the boot connects there)
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"]
+        + ["-keyout", str(tmp_path / "api.key"), "-out", str(tmp_path / "api.crt"), "-subj", "/CN=sim3-head"]
+        + ["-addext", "subjectAltName=IP:172.31.3.10"],
+        check=True,
+        capture_output=True,
+    )
+    contents = {
+        "api_key": API_KEY,
+        "cert": (tmp_path / "api.crt").read_text(),
+        "key": (tmp_path / "api.key").read_text(),
+    }
+    for node in ("sim3-head", "sim3-worker1", "sim3-worker2"):  # like every secret, on every node
+        for name, path in API_FILES.items():
+            node_sh(node, f"umask 077 && mkdir -p {os.path.dirname(path)} && printf '%s' '{contents[name]}' > {path}")
+    profile = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())
+    profile["container"]["api"] = {
+        "api_key_file": API_FILES["api_key"],
+        "tls": {"certfile": API_FILES["cert"], "keyfile": API_FILES["key"]},
+    }
+    path = tmp_path / "api.json"
+    path.write_text(json.dumps(profile, indent=2))
+    key = REPO / ".cache" / "sim" / "sim3" / "id_ed25519"
+    inventory = tmp_path / "api-inventory.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n"
+        + "".join(
+            f"    {h}:\n      ansible_ssh_private_key_file: {key}\n      dgxspark_profile: {path}\n"
+            for h in ("sim3-head", "sim3-worker1", "sim3-worker2")
+        )
+    )
+    boot = playbook("playbooks/boot.yml", "-i", str(inventory), "-e", "boot_candidate=true", "-e", "boot_replace=true")
+    assert boot.returncode == 0, boot.stdout[-6000:]
+    flat = " ".join(boot.stdout.split())
+    assert "endpoint: https://172.31.3.10:8000/v1 serving" in flat and "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in flat, flat[
+        -3000:
+    ]
+    context = ssl.create_default_context(cafile=str(tmp_path / "api.crt"))
+
+    def status(key: str | None) -> int:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        request = urllib.request.Request("https://172.31.3.10:8000/v1/models", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+                return answer.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    assert status(None) == 401 and status("not-the-key") == 401 and status(API_KEY) == 200
+    bench = playbook("playbooks/bench.yml", "-i", str(inventory), "-e", SMALL_BENCH)
+    assert bench.returncode == 0, bench.stdout[-4000:]
+    inspect = node_sh("sim3-head", "docker inspect vllm_dsv41").stdout
+    assert API_KEY not in inspect and API_KEY not in boot.stdout + boot.stderr + bench.stdout + bench.stderr
+    assert '"/bin/sh"' in inspect and "/run/secrets/vllm_api_key" in inspect
 
 
 HELPER = "dgxspark-sim-helper.service"  # the sim profiles' host.helper_services (sim/node/rootfs)

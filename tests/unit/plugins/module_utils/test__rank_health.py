@@ -29,7 +29,7 @@ def api_answers(monkeypatch: pytest.MonkeyPatch, answers: list[tuple[int | None,
     """The head's API answers in turn (status, body) per look (health, then models when healthy)."""
     asked: list[str] = []
 
-    def http_get(url: str, timeout: float) -> tuple[int | None, str, str | None]:
+    def http_get(url: str, timeout: float, api_key=None, tls=None) -> tuple[int | None, str, str | None]:
         asked.append(url)
         status, body = answers.pop(0) if len(answers) > 1 else answers[0]
         return status, body, None if status else "Connection refused"
