@@ -67,8 +67,11 @@ class ActionModule(ActionBase):
             if by_host:  # every host at once (run_once): what would change on each, from its facts
                 differences = {}
                 for name in hosts:
-                    config = memguard_config(args["host_section"], args["container_name"], settings, name, peers, key)
-                    expected = expectation(config, settings, script_sha256)[1]
+                    # the settings were templated for the host this runs on; a host's own (its inventory's) win
+                    own = hostvars.get(name) or {}
+                    mine = {**settings, **{k: own[k] for k in SETTINGS if k in own}}
+                    config = memguard_config(args["host_section"], args["container_name"], mine, name, peers, key)
+                    expected = expectation(config, mine, script_sha256)[1]
                     differences[name] = difference(by_host.get(name) or {}, expected)
                 result.update(differences=differences, key_missing=key is None)
                 return result

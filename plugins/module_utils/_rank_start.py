@@ -49,7 +49,7 @@ def start_rank(
         inspect = inspect_container(engine, name)
         if inspect is None:
             raise RankStartError(
-                f"no container {name} on this node: the boot's pause phase creates every rank's container as "
+                f"no container {name} on this node: the boot's create phase makes every rank's container as "
                 "planned before any rank starts"
             )
         record = container_record(inspect, [])

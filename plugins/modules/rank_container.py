@@ -48,7 +48,7 @@ attributes:
     description: A node with a Docker engine; community.docker on the controller.
 seealso:
   - module: community.docker.docker_container
-  - module: dgxspark.cluster.rank_start
+  - module: dgxspark.cluster.node_phase
 """
 
 EXAMPLES = r"""

@@ -41,6 +41,8 @@ options:
       - For V(show) and V(evidence) without O(id), the release that serves - the one whose every rank's spec is
         this mapping of host to the spec label its running container carries (C(dgxspark.cluster.spec_sha256)).
         Fails when no release has exactly these specs.
+      - For V(event), the release's ranks' specs from now on (the same profile and shape, rendered anew by another
+        collection version or with other NCCL names); the history entry says so.
     type: dict
   record:
     description: The release to write, for V(record) (as the C(dgxspark.cluster.release_record) filter builds it).
@@ -212,9 +214,13 @@ def main() -> None:
                 release = _releases.add_evidence(release, name, data, _now(), params["by"])
             writes.append(release)
         elif state == "event":
-            release = _releases.event(
-                _releases.find(records, params["id"]), params["event"], _now(), params["by"], params["detail"]
-            )
+            found = dict(_releases.find(records, params["id"]))
+            detail = params["detail"]
+            if params["spec_sha256"] and params["spec_sha256"] != found.get("spec_sha256"):
+                changed = ", ".join(f"{h} {str(s)[:12]}" for h, s in sorted(params["spec_sha256"].items()))
+                found["spec_sha256"] = dict(params["spec_sha256"])
+                detail = (detail + "; " if detail else "") + f"its ranks' specs are now {changed}"
+            release = _releases.event(found, params["event"], _now(), params["by"], detail)
             writes.append(release)
         if writes and not module.check_mode:
             for record in writes:

@@ -154,6 +154,20 @@ def release(
     elif promoted["spec_sha256"] == specs:  # what serves is the ranks' specs (a preflight floor is not)
         decision["decision"] = "promoted"
         lines.append(_line("release", head, PASS, f"serves the promoted release {promoted['id']}"))
+    elif promoted["profile_sha256"] == profile_sha256 and promoted.get("shape") == plan.get("shape"):
+        # the promoted profile and shape, rendered anew (a collection version that renders the ranks differently,
+        # or other NCCL names on the nodes): still the promoted release, whose specs the steady phase updates
+        decision.update(decision="promoted", respec=specs)
+        lines.append(
+            _line(
+                "release",
+                head,
+                WARN,
+                f"serves the promoted release {promoted['id']} (its profile and shape), whose ranks now render "
+                "differently from what it recorded (this collection version, or the nodes' NCCL names): its specs "
+                "are updated to these once it serves",
+            )
+        )
     elif candidate:
         decision["decision"] = "candidate"
         lines.append(

@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import KEY_SECRET
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image, near_misses, parse_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
@@ -763,7 +764,8 @@ SECRET_FILES = "secret-files"
 SECRET_MODE_MAX = 0o600
 SECRET_FIX = (
     "make each a regular file owned by root with mode 0600 (install -o root -g root -m 0600 SOURCE PATH) on every "
-    "node; the boot binds it read-only into the rank and never reads it"
+    "node, the API's key (container.api.api_key_file) owned by the login the boot uses when that is not root; the "
+    "boot binds each read-only into the rank, and reads only the API's key, on the head, to send it"
 )
 
 
@@ -800,6 +802,12 @@ def secret_files(host: str, node: Mapping[str, Any], secrets: Mapping[str, str])
             if facts.get("owner") not in owners:
                 allowed = " or ".join(f"uid {o}" for o in sorted(owners))
                 problems.append(f"is owned by uid {facts.get('owner')}, not {allowed}")
+            elif name == KEY_SECRET and isinstance(uid, int) and uid != 0 and facts.get("owner") != uid:
+                # the boot's wait and smoke completion read the key on the head, as the login node_facts ran as
+                problems.append(
+                    f"is read by the boot's wait and smoke completion as uid {uid} (the login, without become), "
+                    f"which a file of uid {facts.get('owner')} with mode 0600 does not let it"
+                )
             mode = _mode(facts.get("mode"))
             if mode is None or mode & ~SECRET_MODE_MAX:
                 problems.append(f"has mode {facts.get('mode')}, more than 0600")

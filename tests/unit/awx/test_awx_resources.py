@@ -205,8 +205,8 @@ def _literal(expression: str) -> tuple[bool, Any]:
 @pytest.mark.parametrize(
     ("entry", "playbook", "prefixes"),
     [
-        ("bench", "playbooks/bench.yml", ("dgxspark_bench_",)),
-        ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_")),
+        ("bench", "playbooks/bench.yml", ("dgxspark_bench_", "boot_head_group", "boot_workers_group")),
+        ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_", "boot_head_group")),
         ("stop", "playbooks/stop.yml", ("stop_",)),
         ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir", "boot_head_group")),
         # its own variables; what the boot it imports reads is the boot role's spec

@@ -22,7 +22,7 @@ import yaml
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3
 
 BIN = pathlib.Path(sys.executable).parent
-PLAYBOOKS = ("rollback.yml", "promote.yml", "releases.yml", "boot.yml")
+PLAYBOOKS = ("rollback.yml", "promote.yml", "releases.yml", "boot.yml", "bench.yml", "compare.yml")
 BOOT_SPEC = ROOT / "roles/boot/meta/argument_specs.yml"
 
 

@@ -220,6 +220,18 @@ def test_the_promoted_release_again_records_nothing() -> None:
     assert result["release"]["decision"] == "promoted" and result["release"]["record"] is None
 
 
+def test_the_promoted_profile_rendered_anew_is_still_the_promoted_release() -> None:
+    """A collection version that renders the same profile and shape differently (the API's --host, for one):
+    the promoted release again, with a WARN and its new specs for the steady phase to record, not a FAIL."""
+    old_specs = dict.fromkeys(HOSTVARS, "rendered-by-an-older-version")
+    kept = releases_kept(summary(NOW, "promoted", old_specs, sha=PLANNED["profile_sha256"]), promoted=NOW)
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept)})
+    assert not result.get("failed"), result["msg"]
+    assert result["release"]["decision"] == "promoted" and result["release"]["respec"] == SPECS
+    [line] = lines_of(result, "release")
+    assert "WARN" in line and "now render differently" in line, line
+
+
 def test_a_rollback_target_whose_image_is_gone_from_a_node_fails() -> None:
     kept = releases_kept(
         summary(OLD, "retired", dict.fromkeys(HOSTVARS, "old"), image_id="sha256:old"),

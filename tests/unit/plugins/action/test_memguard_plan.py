@@ -156,3 +156,24 @@ def test_every_host_at_once_gives_each_hosts_difference_as_one_host_would(tmp_pa
     missing = result["differences"]["spark-w2"]
     assert missing and all("not looked at" in line for line in missing[:4])
     assert result["key_missing"] is True and not (tmp_path / "key").exists()
+
+
+def test_every_host_at_once_takes_each_hosts_own_settings(tmp_path: pathlib.Path) -> None:
+    """A setting a host's inventory gives (memguard_settings is documented per host) is that host's, also when
+    every host is planned at once from the first host's task: the preflight never misses its difference."""
+    args = {"key_file": str(tmp_path / "key"), "key": "k" * 20}
+    own = {"memguard_psi_full_avg10_max": 20}
+    expected = {host: run(args, host=host)["expected"] for host in HOSTVARS}
+    facts = {host: matching_facts(e) for host, e in expected.items()}  # every node as the defaults plan it
+    HOSTVARS["spark-w2"].update(own)
+    try:
+        result = run({**args, "node_facts_by_host": facts}, host="spark-head")
+    finally:
+        for name in own:
+            del HOSTVARS["spark-w2"][name]
+    assert result["differences"]["spark-head"] == [] and result["differences"]["spark-w1"] == []
+    assert (
+        result["differences"]["spark-w2"]
+        == [line for line in result["differences"]["spark-w2"] if line.startswith("/etc/dgxspark-memguard/config.json")]
+        != []
+    )

@@ -265,6 +265,18 @@ def test_secret_files_fail_naming_the_node_and_the_path(facts: dict[str, Any], f
     assert f"hf_token ({SECRET_PATH})" in line["message"] and fragment in line["message"], line
 
 
+def test_the_api_key_must_be_readable_by_the_login_the_boot_reads_it_as() -> None:
+    """The boot's wait and smoke completion read the API's key on the head, as the login: a root file passes a
+    root login, fails a non-root one; the login's own file passes it."""
+    key = {"vllm_api_key": "/etc/dgxspark/api_key"}
+    assert secret_files("n1", node({"/etc/dgxspark/api_key": stat()}), key)["status"] == PASS
+    line = secret_files("n1", node({"/etc/dgxspark/api_key": stat()}, uid=1000), key)
+    assert line["status"] == FAIL and "read by the boot's wait and smoke completion as uid 1000" in line["message"]
+    assert secret_files("n1", node({"/etc/dgxspark/api_key": stat(owner=1000)}, uid=1000), key)["status"] == PASS
+    # another secret is only bound into the rank (by root's dockerd): root's file is fine for a non-root login
+    assert secret_files("n1", node({SECRET_PATH: stat()}, uid=1000), SECRETS)["status"] == PASS
+
+
 def test_secret_files_without_the_section_warn() -> None:
     assert secret_files("n1", {"memory": {}}, SECRETS)["status"] == WARN
 
