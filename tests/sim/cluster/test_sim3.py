@@ -251,7 +251,8 @@ def test_demo_playbook_on_sim3(sim3, tmp_path):
     results = json.loads((run / "results.json").read_text())
     identity = results["identity"]
     assert identity["hosts"] == [node["host"] for node in sim3["nodes"]]
-    assert identity["client_host"] == "sim3-head" and identity["endpoint"] == "http://127.0.0.1:8000"
+    # the API listens on the head's management address (container.api.bind: management, the default)
+    assert identity["client_host"] == "sim3-head" and identity["endpoint"] == "http://172.31.3.10:8000"
     assert len(set(identity["image_ids"].values())) == 1 and identity["shape"] == "tp3-triangle"
     assert [level["concurrency"] for level in results["levels"]] == [1, 2, 4]
     first = [r for r in results["levels"][0]["requests"] if r["ok"]]
