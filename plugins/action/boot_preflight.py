@@ -129,6 +129,8 @@ class ActionModule(ActionBase):
             as_planned=verdict["as_planned"],
             to_replace=_boot_preflight.to_replace(plan, facts, verdict["as_planned"]),
             differences=differences,
+            # the roles that would change something on some node (each then runs on every node)
+            to_converge=[r for r in ("kernel", "fabric", "memory guard") if any(d[r] for d in differences.values())],
             images=images,
             release={**decision, "record": record, "by": by},
             ended=time.time(),

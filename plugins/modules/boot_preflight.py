@@ -145,6 +145,12 @@ differences:
       that did not pass), C(fabric) and C(memory guard); empty lists when nothing.
   returned: success
   type: dict
+to_converge:
+  description: The roles (C(kernel), C(fabric), C(memory guard)) that would change something on some node, in the
+    boot's order; empty when every node matches the plan (the boot's converge then ends at once).
+  returned: success
+  type: list
+  elements: str
 would:
   description: What a boot would do on each node.
   returned: in check mode

@@ -94,6 +94,10 @@ def test_a_ready_cluster_passes_and_says_what_a_boot_would_do_in_check_mode() ->
     assert set(result["differences"]["spark-w1"]) == {"kernel", "fabric", "memory guard"}
     # the GB10 facts carry no fabric files: the fabric role would write them
     assert any("not looked at" in change for change in result["differences"]["spark-w1"]["fabric"])
+    # the roles the converge enters: those with a difference on some node (no memory-guard difference is given)
+    roles = ("kernel", "fabric", "memory guard")
+    differing = [role for role in roles if any(d[role] for d in result["differences"].values())]
+    assert "fabric" in differing and result["to_converge"] == differing
     assert "rank 1 (spark-w1): would start vllm_dsv41" in " ".join(result["would"])
     assert result["would"][-1].startswith("check mode: the plan and the preflight passed.")
     assert result["msg"][-1] == result["would"][-1]
