@@ -210,21 +210,13 @@ compat-sanity: compat-venv sanity-prereqs
 	    $(CURDIR)/$(COMPAT_VENV)/bin/ansible-test sanity --venv $(if $(COMPAT_SANITY_PYTHON),--python $(COMPAT_SANITY_PYTHON)) --color no $(COMPAT_SANITY_ARGS)
 
 # --------------------------------------------------------------------------- test
-# test: builds the venv, then runs every stage in TEST_STAGES in order, each in its own
-# `make --keep-going` so that one failing check does not hide the others; prints how long
-# each took and fails if any failed.
+# test: builds the venv, then runs every stage in TEST_STAGES in order (tools/ci/test-stages.sh),
+# each in its own `make --keep-going` so that one failing check does not hide the others, each
+# logged to .build/test-logs/STAGE.log; prints how long each took and, for every failed stage,
+# its failing tests (or its last lines), and fails if any failed.
 test: ## venv, then lint, units, sanity, compat (+ EXTRA_TEST_TARGETS), with timings
-	@summary=(); failed=(); total_start=$$SECONDS; \
-	start=$$SECONDS; $(MAKE) venv; \
-	summary+=("$$(printf '  %-16s %-7s %4ss' venv ok "$$((SECONDS - start))")"); \
-	for stage in $(TEST_STAGES); do \
-	    start=$$SECONDS; \
-	    if $(MAKE) --keep-going $$stage; then result=ok; else result=FAILED; failed+=("$$stage"); fi; \
-	    summary+=("$$(printf '  %-16s %-7s %4ss' "$$stage" "$$result" "$$((SECONDS - start))")"); \
-	done; \
-	printf '\n==> test summary\n'; printf '%s\n' "$${summary[@]}"; \
-	printf '  %-16s %-7s %4ss\n' total "" "$$((SECONDS - total_start))"; \
-	if (( $${#failed[@]} )); then echo "make test: FAILED stages: $${failed[*]}" >&2; exit 1; fi
+	@start=$$SECONDS; $(MAKE) venv; \
+	MAKE="$(MAKE)" VENV_SECONDS=$$((SECONDS - start)) tools/ci/test-stages.sh $(BUILD)/test-logs $(TEST_STAGES)
 
 # --------------------------------------------------------------------------- demo
 demo: venv ## start the simulated sim3 cluster, then ansible-playbook playbooks/demo.yml on it (DEMO_ARGS=...)
