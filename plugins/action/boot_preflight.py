@@ -127,6 +127,10 @@ class ActionModule(ActionBase):
             report=verdict["report"],
             failures=verdict["failures"],
             as_planned=verdict["as_planned"],
+            # nodes where a boot that did not finish left its journal: undone first (playbooks/boot.yml)
+            interrupted=sorted(
+                h for h, node in facts.items() if isinstance(node, dict) and (node.get("journal") or {}).get("open")
+            ),
             to_replace=_boot_preflight.to_replace(plan, facts, verdict["as_planned"]),
             differences=differences,
             # the roles that would change something on some node (each then runs on every node)

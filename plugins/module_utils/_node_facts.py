@@ -30,6 +30,8 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
 from ansible_collections.dgxspark.cluster.plugins.module_utils._files import files_facts, secret_files_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._gpu_clocks import judge_clock_latch
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles, Problem, problem
+from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import DEFAULT_PATH as DEFAULT_JOURNAL_PATH
+from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import facts as journal_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
     DEFAULT_LOG_PATH,
     DEFAULT_STATE_PATH,
@@ -53,6 +55,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import (
     parse_page_size,
     parse_routes,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import rank_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import (
     DEFAULT_DIRECTORY as DEFAULT_RELEASES_DIR,
 )
@@ -84,11 +87,16 @@ SECTIONS: tuple[str, ...] = (
     "releases",
     "weights",
     "secrets",
+    "ranks",
+    "journal",
 )
-# What a plain call gathers: the memory guard, the sockets, the files, the releases, the weights' manifest and the
-# secrets' files are asked for by name (a boot's preflight).
-DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-6]
+# What a plain call gathers: the memory guard, the sockets, the files, the releases, the weights' manifest, the
+# secrets' files, the rank containers' records and the boot's journal are asked for by name (a boot's preflight, a
+# recovery).
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-8]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
+# where a stop or a boot's undo keeps the records of the ranks it removed (the boot role's boot_rank_records)
+DEFAULT_RANK_RECORDS_DIR = "/var/log/dgxspark-cluster/ranks"
 # Limits reported for the module's own process and the container daemons (docker --ulimit names).
 REPORTED_LIMITS: tuple[str, ...] = ("nofile", "memlock", "stack", "core")
 DAEMONS: tuple[str, ...] = ("dockerd", "containerd")
@@ -163,6 +171,12 @@ class Options:
     """False in check mode: the weights' hash cache is read, not written."""
     secret_files: tuple[str, ...] = ()
     """The absolute paths ``secrets`` reports by ``stat`` alone (type, mode, owner): the profile's secrets."""
+    rank_records_dir: str = DEFAULT_RANK_RECORDS_DIR
+    """Where ``ranks`` reads the records a stop or a boot's undo kept of the ranks it removed (empty: none)."""
+    rank_log_lines: int = 20
+    """How many of each rank container's last log lines ``ranks`` returns."""
+    journal_path: str = DEFAULT_JOURNAL_PATH
+    """The boot's journal on the node (``journal``): a boot that did not finish left it."""
 
 
 def ip_addr_argv(ip: str) -> list[str]:
@@ -404,6 +418,18 @@ class _Gatherer:
             return _docker_absent(f"no Docker engine socket at {path}", path, options.container_name)
         return docker_facts(self.engine_factory(path, options.timeout), options.container_name)
 
+    # ------------------------------------------------------------ ranks
+    def ranks(self) -> dict[str, Any]:
+        """The collection's rank containers by their label, whatever the profile says (a recovery's evidence)."""
+        options = self.options
+        try:
+            path = socket_path(options.docker_host)
+        except ValueError as error:
+            return {"error": str(error), "containers": [], "records": [], "problems": []}
+        if not os.path.exists(path):
+            return {"error": f"no Docker engine socket at {path}", "containers": [], "records": [], "problems": []}
+        return rank_facts(self.engine_factory(path, options.timeout), options.rank_records_dir, options.rank_log_lines)
+
     # ------------------------------------------------------------ limits
     def limits(self) -> dict[str, Any]:
         facts: dict[str, Any] = {
@@ -616,6 +642,10 @@ def gather(
         node["weights"] = gatherer.weights(clock)
     if "secrets" in wanted:
         node["secrets"] = gatherer.secret_files()
+    if "ranks" in wanted:
+        node["ranks"] = gatherer.ranks()
+    if "journal" in wanted:
+        node["journal"] = journal_facts(options.journal_path)
     node["sections"] = [section for section in SECTIONS if section in wanted]
     node["problems"] = gatherer.problems
     node["elapsed_ms"] = round((clock() - start) * 1000, 1)

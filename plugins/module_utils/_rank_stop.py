@@ -28,6 +28,8 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
 
 RANK_LABEL = "dgxspark.cluster.rank"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# a record save_record wrote: <container name, made safe>-<UTC time>.json
+_RECORD = re.compile(r"^([A-Za-z0-9_.-]+)-(\d{8}T\d{6}Z)\.json$")
 
 
 class RankStopError(Exception):
@@ -78,6 +80,62 @@ def container_record(inspect: Mapping[str, Any], log_tail: list[str]) -> dict[st
         "finished_at": state.get("FinishedAt"),
         "log_tail": log_tail,
     }
+
+
+def newest_records(directory: str, per_name: int = 1) -> tuple[list[dict[str, Any]], list[str]]:
+    """The newest saved records in ``directory`` (``per_name`` for each container name, newest first) as
+    :func:`save_record` wrote them, with their ``path``; and a problem line for each that could not be read.
+    An absent directory holds none."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return [], []
+    except OSError as error:
+        return [], [f"{directory}: {error.strerror or error}"]
+    # <name>-<YYYYmmddTHHMMSSZ>.json: the stamp sorts by time within a name
+    by_name: dict[str, list[str]] = {}
+    for entry in names:
+        match = _RECORD.match(entry)
+        if match:
+            by_name.setdefault(match.group(1), []).append(entry)
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for name in sorted(by_name):
+        for entry in sorted(by_name[name], reverse=True)[:per_name]:
+            path = os.path.join(directory, entry)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    record = json.load(handle)
+                if not isinstance(record, dict):
+                    raise ValueError(f"a record is a JSON object, found {type(record).__name__}")
+            except (OSError, ValueError) as error:
+                problems.append(f"{path}: {getattr(error, 'strerror', None) or error}")
+                continue
+            records.append({**record, "path": path})
+    records.sort(key=lambda r: str(r.get("finished_at") or ""), reverse=True)
+    return records, problems
+
+
+def rank_facts(
+    engine: DockerEngine, records_dir: str | None, log_lines: int = 20, label: str = RANK_LABEL
+) -> dict[str, Any]:
+    """Read-only: every container labelled ``label`` (a record each, as a stop keeps it: state, exit code, OOM
+    kill, the last ``log_lines`` log lines) and the newest record saved in ``records_dir`` for each rank name
+    (what a stop or a boot's undo kept of a rank it removed). ``error`` says why the engine could not be asked."""
+    facts: dict[str, Any] = {"error": None, "containers": [], "records": [], "problems": []}
+    if records_dir:
+        facts["records"], facts["problems"] = newest_records(records_dir)
+    try:
+        for item in sorted(_list(engine, label), key=lambda c: str((c.get("Labels") or {}).get(label))):
+            ident = str(item.get("Id"))
+            inspect = inspect_container(engine, ident)
+            if inspect is not None:  # else gone between the list and the look
+                facts["containers"].append(container_record(inspect, container_logs(engine, ident, log_lines)))
+    except (DockerEngineError, RankStopError) as error:
+        facts["error"] = f"the Docker engine could not be asked: {error}"
+    finally:
+        engine.close()
+    return facts
 
 
 def save_record(directory: str, record: Mapping[str, Any], now: float) -> str:

@@ -134,6 +134,13 @@ as_planned:
   description: Each host to whether its rank already serves exactly as planned (a boot then leaves it alone).
   returned: success
   type: dict
+interrupted:
+  description:
+    - The hosts where a boot that did not finish (its controller died) left its journal (node_facts' C(journal)
+      section); C(playbooks/boot.yml) undoes it there before anything else, then runs the preflight again.
+  returned: success
+  type: list
+  elements: str
 to_replace:
   description: Each host to whether a container of its rank's name is there but does not serve as planned (with
     C(replace), the boot recreates it; without, the C(previous-container) check FAILs).

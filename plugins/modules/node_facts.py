@@ -49,12 +49,12 @@ options:
     description:
       - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
         (for the netdev mapping and the GID addresses) but returns only the netdevs.
-      - C(memguard), C(ports), C(files), C(releases), C(weights) and C(secrets) are gathered only when named (a
-        boot's preflight names them).
+      - C(memguard), C(ports), C(files), C(releases), C(weights), C(secrets), C(ranks) and C(journal) are gathered
+        only when named (a boot's preflight names them but C(ranks), which a recovery names).
     type: list
     elements: str
     choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files, releases,
-              weights, secrets]
+              weights, secrets, ranks, journal]
     default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
   fabric_interfaces:
     description:
@@ -157,6 +157,20 @@ options:
     description: Where C(releases) reads the cluster's releases (the head keeps them; see M(dgxspark.cluster.release)).
     type: path
     default: /var/lib/dgxspark-cluster/releases
+  rank_records_dir:
+    description:
+      - Where C(ranks) reads the records a stop or a boot's undo kept of the ranks it removed (exit code, OOM kill,
+        last log lines); the boot role's C(boot_rank_records).
+    type: path
+    default: /var/log/dgxspark-cluster/ranks
+  rank_log_lines:
+    description: How many of each rank container's last log lines C(ranks) returns.
+    type: int
+    default: 20
+  journal_path:
+    description: The boot's journal on the node, that C(journal) reads (see M(dgxspark.cluster.node_phase)).
+    type: path
+    default: /var/lib/dgxspark-cluster/boot-journal.json
   memguard_log_path:
     description:
       - The memory guard's decision log; the samples of a trip are read from its trip line (searched in the last
@@ -429,6 +443,39 @@ node:
           C(previous), C(protected_images), C(problems) (files that are not releases), C(directory), C(present).
       returned: when asked for
       type: dict
+    ranks:
+      description:
+        - >-
+          The collection's rank containers on the node, found by their C(dgxspark.cluster.rank) label whatever the
+          profile says: C(containers), a record each (C(name), C(id), C(image), C(image_id), C(rank), C(shape),
+          C(spec_sha256), C(running), C(status), C(exit_code), C(oom_killed), C(started_at), C(finished_at),
+          C(log_tail) with the last O(rank_log_lines) lines); C(records), the newest record a stop or a boot's
+          undo saved in O(rank_records_dir) for each rank name (the same keys, and its C(path)), newest first;
+          C(problems) (record files that could not be read); C(error) (why the Docker engine could not be asked).
+      returned: when asked for
+      type: dict
+      sample:
+        error: null
+        containers:
+          - {name: vllm_dsv41, rank: "1", running: false, status: exited, exit_code: 137, oom_killed: false,
+             log_tail: ["(RayWorker) CUDA error: out of memory"]}
+        records: []
+        problems: []
+    journal:
+      description:
+        - >-
+          The boot's journal on the node (O(journal_path)), left by a boot that did not finish (its controller died):
+          C(open) (a journal is there, readable or not), C(entry) (what that boot paused, armed and started -
+          C(helpers), C(guard_phase), C(rank), C(opened_at), C(updated_at), C(by)), C(error) (why it could not be
+          read), C(path).
+      returned: when asked for
+      type: dict
+      sample:
+        path: /var/lib/dgxspark-cluster/boot-journal.json
+        open: true
+        entry: {helpers: [comfyui.service], guard_phase: startup, rank: vllm_dsv41, opened_at: "2026-12-02T03:00:00Z",
+                updated_at: "2026-12-02T03:00:00Z", by: ops@controller}
+        error: null
     files:
       description:
         - >-
@@ -540,6 +587,8 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state i
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import (
     DEFAULT_CONTAINER_NAME,
+    DEFAULT_JOURNAL_PATH,
+    DEFAULT_RANK_RECORDS_DIR,
     DEFAULT_SECTIONS,
     SECTIONS,
     Options,
@@ -584,6 +633,9 @@ def main() -> None:
             "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
             "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
             "releases_dir": {"type": "path", "default": DEFAULT_RELEASES_DIR},
+            "rank_records_dir": {"type": "path", "default": DEFAULT_RANK_RECORDS_DIR},
+            "rank_log_lines": {"type": "int", "default": 20},
+            "journal_path": {"type": "path", "default": DEFAULT_JOURNAL_PATH},
             "weights_hash_seconds": {"type": "float", "default": DEFAULT_HASH_SECONDS},
             "weights_cache_dir": {"type": "path", "default": DEFAULT_WEIGHTS_CACHE_DIR},
         },
@@ -595,6 +647,8 @@ def main() -> None:
     bad_ports = [port for port in params["ports"] if not 0 < port < 65536]
     if bad_ports:
         module.fail_json(msg=f"ports must be TCP ports (1-65535), found {bad_ports}")
+    if params["rank_log_lines"] < 0:
+        module.fail_json(msg=f"rank_log_lines must be 0 or more lines, found {params['rank_log_lines']}")
     if params["weights_hash_seconds"] < 0:
         module.fail_json(msg=f"weights_hash_seconds must be 0 or more seconds, found {params['weights_hash_seconds']}")
     relative = relative_paths(params["files"])
@@ -630,6 +684,9 @@ def main() -> None:
         ports=tuple(params["ports"]),
         files=tuple(params["files"]),
         releases_dir=params["releases_dir"],
+        rank_records_dir=params["rank_records_dir"] or "",
+        rank_log_lines=params["rank_log_lines"],
+        journal_path=params["journal_path"],
         weights_cache_dir=params["weights_cache_dir"] or "",
         weights_hash_seconds=float(params["weights_hash_seconds"]),
         write_cache=not module.check_mode,

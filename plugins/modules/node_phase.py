@@ -21,6 +21,11 @@ description:
     when any step failed, naming each, with what did happen in the result.
   - The guard is asked through its own command (C(dgxspark-memguard phase), C(clear), C(status)), which answers
     once the daemon applied the switch, between two samples; its state after the switch is returned.
+  - The boot's journal on the node (O(journal)) - a pause writes what it pauses, arms and starts there before it
+    stops anything; a resume also resumes the helpers an open journal lists (those of a boot whose controller
+    died), and removes the journal once every step did its work. A journal left on a node is an interrupted
+    boot's - C(dgxspark.cluster.node_facts) reads it (its C(journal) section), and the next boot, C(stop.yml) and
+    C(recover.yml) undo it.
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
@@ -71,6 +76,15 @@ options:
   spec_sha256:
     description: The plan's spec hash of the rank that O(start_rank) starts.
     type: str
+  journal:
+    description:
+      - The boot's journal on the node (0600 in a 0700 directory). Empty - none is written or read.
+    type: path
+    default: /var/lib/dgxspark-cluster/boot-journal.json
+  journal_by:
+    description: Who boots, kept in the journal a pause writes (the controller's user, or the AWX user).
+    type: str
+    default: ""
   docker_host:
     description: The Docker engine's socket URL (for O(rank_container)).
     type: str
@@ -151,6 +165,13 @@ rank_started:
     not run (a step before it failed).
   returned: with O(start_rank)
   type: dict
+journal:
+  description:
+    - The boot's journal on the node - C(path); C(found), the journal there before this call (null when none);
+      C(error), why it could not be read; C(resumed), the helpers a resume started because the journal listed
+      them; C(written) (a pause wrote it) and C(closed) (a resume removed it, every step done).
+  returned: always
+  type: dict
 errors:
   description: What failed, a line per step (C(helpers), C(memory), C(guard), C(rank)); empty when every step did
     its work.
@@ -160,9 +181,11 @@ errors:
 """
 
 import json
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _journal
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import parse_meminfo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
@@ -232,8 +255,33 @@ class Node:
 
 def run(module: AnsibleModule, node: Node) -> dict:
     params = module.params
-    helpers, wanted, phase = params["helpers"], params["helpers_state"], params["guard_phase"]
+    helpers, wanted, phase = list(params["helpers"]), params["helpers_state"], params["guard_phase"]
     result: dict = {"changed": False, "helpers": {}, "guard": None, "guard_changed": False, "errors": []}
+    path = params["journal"]
+    found, unreadable = _journal.read(path) if path else (None, None)
+    journal = {
+        "path": path or None,
+        "found": found,
+        "error": unreadable,
+        "resumed": [],
+        "written": False,
+        "closed": False,
+    }
+    result["journal"] = journal
+    if wanted == "started":
+        # what an interrupted boot paused is resumed with the rest
+        journal["resumed"] = [unit for unit in _journal.helpers(found) if unit not in helpers]
+        helpers += journal["resumed"]
+    elif path and not module.check_mode:
+        # written before anything is stopped: a controller that dies from here on leaves it behind
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        rank = params["rank_container"] if params["start_rank"] else None
+        try:
+            _journal.write(path, _journal.opened(found, now, helpers, phase, rank, params["journal_by"]))
+            journal["written"] = True
+        except OSError as error:
+            result["errors"].append(f"journal: {path}: {error.strerror or error}")
+            return result
 
     def helpers_step() -> None:
         if not helpers:
@@ -322,6 +370,12 @@ def run(module: AnsibleModule, node: Node) -> dict:
             result["rank"] = node.rank(params["rank_container"])
         except ValueError as error:  # docker_host is not a socket URL
             result["errors"].append(f"rank: {error}")
+    if wanted == "started" and path and (found is not None or unreadable) and not result["errors"]:
+        if module.check_mode:
+            result["changed"] = True
+        else:
+            journal["closed"] = _journal.close(path)
+            result["changed"] = result["changed"] or journal["closed"]
     return result
 
 
@@ -339,6 +393,8 @@ def main() -> None:
             "spec_sha256": {"type": "str"},
             "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
             "timeout": {"type": "int", "default": 90},
+            "journal": {"type": "path", "default": _journal.DEFAULT_PATH},
+            "journal_by": {"type": "str", "default": ""},
         },
         required_if=[("start_rank", True, ("rank_container", "spec_sha256"))],
         supports_check_mode=True,

@@ -62,6 +62,7 @@ PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
 CHECKS = (
     "node-facts",
     "node-problems",
+    "interrupted-boot",
     "docker",
     "mem-available",
     "previous-container",
@@ -146,8 +147,12 @@ def preflight(
             _line("node-facts", host, PASS, f"rank {rank['rank']}: facts gathered in {node.get('elapsed_ms')} ms")
         )
         lines.append(_node_problems(host, node))
+        interrupted = interrupted_boot(host, node)
+        if interrupted is not None:
+            lines.append(interrupted)
         docker = node.get("docker") or {}
-        serving = _serving_as_planned(rank, docker)
+        # a rank an interrupted boot started is stopped with the rest of its undo: not one that serves as planned
+        serving = None if _journal_open(node) else _serving_as_planned(rank, docker)
         as_planned[host] = serving is not None
         replacing = replace and _runs(rank, docker)
         lines.append(_memory(host, node, floor, rank["container_name"] if serving else None, replacing))
@@ -183,6 +188,40 @@ def preflight(
         "report": report(lines),
         "as_planned": as_planned,
     }
+
+
+def _journal_open(node: Mapping[str, Any]) -> bool:
+    return bool((node.get("journal") or {}).get("open"))
+
+
+def interrupted_boot(host: str, node: Mapping[str, Any]) -> dict[str, str] | None:
+    """A boot's journal left on the node (node_facts' ``journal`` section): a boot whose controller died after it
+    paused this node. WARN, saying what it had changed: the boot undoes it before anything else (every rank stopped
+    and removed, the helpers it paused resumed, the guard idle), then runs its preflight again. None when the
+    section was not gathered."""
+    journal = node.get("journal")
+    if not isinstance(journal, Mapping):
+        return None
+    if not journal.get("open"):
+        return _line("interrupted-boot", host, PASS, "no interrupted boot left anything here")
+    entry = journal.get("entry") or {}
+    if journal.get("error"):
+        said = f"a boot's journal that cannot be read ({journal['error']})"
+    else:
+        paused = ", ".join(entry.get("helpers") or []) or "no helper"
+        said = (
+            f"a boot interrupted after {entry.get('updated_at') or entry.get('opened_at') or '?'}"
+            f" (by {entry.get('by') or '?'}) had paused {paused}, armed the memory guard"
+            f" ({entry.get('guard_phase') or 'not switched'})"
+            + (f" and started {entry['rank']}" if entry.get("rank") else "")
+        )
+    return _line(
+        "interrupted-boot",
+        host,
+        WARN,
+        f"{said}: undone before anything else (its ranks stopped and removed, its helpers resumed, the guard idle), "
+        "then the preflight runs again",
+    )
 
 
 def _skipped(line: dict[str, str]) -> dict[str, str]:

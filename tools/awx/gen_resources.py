@@ -88,6 +88,12 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
         "Put a release's image (the promoted one's by default) on the nodes that lack it, streamed from the head over "
         "SSH and its ID checked on arrival; never from a registry unless asked. Run it when a preflight names it.",
     ),
+    "recover": (
+        "playbooks/recover.yml",
+        ((PLAYBOOK_SPEC, "recover"), BOOT_SPEC),
+        "After a guard trip or a rank exit: state the cause from every node, and boot the promoted release again "
+        "when it is not memory, a bounded number of times with backoff (fit for a schedule).",
+    ),
     "promote": (
         "playbooks/promote.yml",
         ((PLAYBOOK_SPEC, "promote"), (PLAYBOOK_SPEC, "bench"), BOOT_SPEC),
@@ -97,8 +103,7 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
 }
 # The workflow: each node runs on the success of the one before it.
 WORKFLOW = ("preflight", "boot", "bench", "promote")
-# Later (issue 14): recover and window templates, when those playbooks exist (see NOTE_LATER in the file's
-# header).
+# Later (issue 14): the window template, when that playbook exists (see NOTE_LATER in the file's header).
 
 SURVEY_RULES = """\
 Survey questions are made from the argument specs of what each playbook runs (its own first, then
@@ -116,8 +121,8 @@ Survey questions are made from the argument specs of what each playbook runs (it
   would take its place."""
 
 NOTE_LATER = """\
-Later: job templates for recover and window go under job_templates when those playbooks exist
-(playbooks/recover.yml, playbooks/window.yml)."""
+Later: a job template for window goes under job_templates when that playbook exists
+(playbooks/window.yml)."""
 
 
 def _org_key() -> dict[str, Any]:
@@ -379,8 +384,8 @@ def workflow() -> dict[str, Any]:
         )
     return {
         "name": name,
-        "description": "Preflight (read-only), then boot, then bench, each on the success of the one before. "
-        "Promote follows bench when it exists.",
+        "description": "Preflight (read-only), then boot, then bench, then promote (it asks for the candidate "
+        "profile), each on the success of the one before. The name predates promote's node and is kept for imports.",
         "organization": _org_key(),
         "inventory": _key("inventory", DEFAULT_INVENTORY),
         "ask_inventory_on_launch": True,

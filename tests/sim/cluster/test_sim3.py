@@ -482,6 +482,134 @@ def test_a_tripped_guard_fails_the_preflight_until_cleared(sim3):
     assert playbook("playbooks/stop.yml").returncode == 0
 
 
+def promoted_history() -> list[dict]:
+    [promoted] = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
+    return promoted["history"]
+
+
+def test_recover_after_a_rank_exit_and_refused_after_a_memory_trip(sim3):
+    """recover.yml: on a serving cluster, nothing to do; after a worker's rank exits, it states the cause (the
+    rank, its exit code, its log tail), records the attempt in the promoted release's history and boots that
+    release again; after a memory trip it refuses, saying why, and changes nothing; with the override it boots
+    again with the trips cleared."""
+    try:
+        recover_cases(sim3)
+    finally:
+        playbook("playbooks/stop.yml")  # the tests after this one start from a stopped cluster
+
+
+def recover_cases(sim3: dict) -> None:
+    assert playbook("playbooks/boot.yml").returncode == 0
+    calm = playbook("playbooks/recover.yml")
+    assert calm.returncode == 0, calm.stdout[-6000:] + calm.stderr
+    flat = " ".join(calm.stdout.split())
+    assert "cause: serving - every rank container runs" in flat and "decision: none" in flat, flat[-3000:]
+    assert "Preflight" not in calm.stdout  # ended before the boot it imports
+
+    node_sh("sim3-worker1", "docker kill vllm_dsv41")
+    assert rank_containers("sim3-worker1") == {"vllm_dsv41": "exited"}
+    recovered = playbook("playbooks/recover.yml")
+    assert recovered.returncode == 0, recovered.stdout[-8000:] + recovered.stderr
+    flat = " ".join(recovered.stdout.split())
+    assert "cause: rank-exit - sim3-worker1: rank container vllm_dsv41 (rank 1) exited with code 137" in flat, flat[
+        -5000:
+    ]
+    assert "its last" in flat and "log lines:" in flat  # the rank's log tail, in the report
+    assert "decision: boot - boot the promoted release again" in flat
+    assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in recovered.stdout  # the boot's smoke completion
+    for node in sim3["nodes"]:
+        assert rank_containers(node["host"]) == {"vllm_dsv41": "running"}, node["host"]
+    attempt, served = promoted_history()[-2:]
+    assert attempt["event"] == "recover" and attempt["detail"].startswith("attempt 1 of 3: rank-exit: sim3-worker1")
+    assert served["event"] == "served again", served  # which ends the count
+    again = playbook("playbooks/recover.yml")
+    assert again.returncode == 0 and "cause: serving" in again.stdout, again.stdout[-4000:]
+
+    node_sh("sim3-worker1", "dgxspark-memguard trip 'a trip by hand (recover test)'")
+    deadline = time.monotonic() + 30
+    while any(rank_containers(n["host"]) != {"vllm_dsv41": "exited"} for n in sim3["nodes"]):
+        assert time.monotonic() < deadline, "the guards did not stop every rank"
+        time.sleep(0.5)
+    history = promoted_history()
+    refused = playbook("playbooks/recover.yml")
+    assert refused.returncode != 0
+    flat = " ".join(refused.stdout.split())
+    assert "cause: memory - sim3-worker1: memory guard tripped at" in flat, flat[-5000:]
+    assert "a trip by hand (recover test)" in flat
+    assert "needs a changed profile (promote.yml) or an explicit override" in flat
+    assert promoted_history() == history  # nothing recorded, nothing changed
+    for node in sim3["nodes"]:
+        assert rank_containers(node["host"]) == {"vllm_dsv41": "exited"}, node["host"]
+    overridden = playbook("playbooks/recover.yml", "-e", "recover_after_memory_trip=true")
+    assert overridden.returncode == 0, overridden.stdout[-8000:] + overridden.stderr
+    assert "memory guard: steady on every node" in " ".join(overridden.stdout.split())
+    for node in sim3["nodes"]:
+        assert not guard_phase(node["host"]).get("tripped"), node["host"]
+        assert rank_containers(node["host"]) == {"vllm_dsv41": "running"}, node["host"]
+    assert promoted_history()[-2]["detail"].startswith("attempt 1 of 3: memory: ")
+
+
+JOURNAL = "/var/lib/dgxspark-cluster/boot-journal.json"
+
+
+def interrupt_a_boot_once_paused(host: str) -> None:
+    """Start boot.yml and kill it (SIGKILL, its whole process group: ssh clients included) as soon as ``host``'s
+    helper service was paused: what an AWX job cancelled mid-boot or a lost controller leaves behind."""
+    boot = subprocess.Popen(
+        [ansible_bin("ansible-playbook"), "playbooks/boot.yml", "-i", "inventories/sim3"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while node_sh(host, f"systemctl is-active {HELPER}", check=False).stdout.strip() == "active":
+            assert boot.poll() is None, f"the boot ended ({boot.returncode}) before {host}'s helper was paused"
+            assert time.monotonic() < deadline, f"{host}'s helper was never paused"
+            time.sleep(0.2)
+    finally:
+        os.killpg(boot.pid, 9)
+        boot.wait()
+
+
+def test_an_interrupted_boot_is_found_and_undone(sim3):
+    """A boot killed once a worker's helper was paused leaves the boot's journal on that node. The next boot's
+    preflight says what it had changed, undoes it before anything else and serves; interrupted again, stop.yml
+    resumes the helper the journal lists and removes the journal."""
+    hosts = [node["host"] for node in sim3["nodes"]]
+    try:
+        interrupt_a_boot_once_paused("sim3-worker1")
+        journal = json.loads(node_sh("sim3-worker1", f"cat {JOURNAL}").stdout)
+        assert journal["helpers"] == [HELPER] and journal["guard_phase"] == "startup", journal
+        assert node_sh("sim3-worker1", f"stat -c %a {JOURNAL}").stdout.strip() == "600"
+        booted = playbook("playbooks/boot.yml")
+        assert booted.returncode == 0, booted.stdout[-8000:] + booted.stderr
+        flat = " ".join(booted.stdout.split())
+        assert "WARN interrupted-boot sim3-worker1 a boot interrupted after" in flat, flat[-6000:]
+        assert f"had paused {HELPER}, armed the memory guard (startup)" in flat
+        assert "sim3-worker1: the boot interrupted after" in flat and f"{HELPER} resumed" in flat
+        assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in booted.stdout
+        for host in hosts:
+            assert node_sh(host, f"systemctl is-active {HELPER}").stdout.strip() == "active", host
+            assert node_sh(host, f"test -e {JOURNAL} && echo left", check=False).stdout.strip() == "", host
+        assert playbook("playbooks/stop.yml").returncode == 0
+
+        interrupt_a_boot_once_paused("sim3-worker2")
+        stopped = playbook("playbooks/stop.yml")
+        assert stopped.returncode == 0, stopped.stdout[-6000:] + stopped.stderr
+        flat = " ".join(stopped.stdout.split())
+        assert "sim3-worker2: a boot interrupted after" in flat and f"had paused {HELPER}: resumed" in flat, flat[
+            -4000:
+        ]
+        for host in hosts:
+            assert node_sh(host, f"systemctl is-active {HELPER}").stdout.strip() == "active", host
+            assert node_sh(host, f"test -e {JOURNAL} && echo left", check=False).stdout.strip() == "", host
+            assert rank_containers(host) == {}, host
+    finally:
+        playbook("playbooks/stop.yml")
+
+
 def release_files(host: str) -> list[dict]:
     """The releases kept on a node (the head keeps them), each file's mode with its record."""
     listing = node_sh(host, "ls /var/lib/dgxspark-cluster/releases 2>/dev/null || true").stdout.split()

@@ -33,6 +33,8 @@ SPECS = {
     # rollback.yml imports boot.yml
     "dgxspark rollback": ("playbooks/rollback.yml", [(PLAYBOOK, "rollback"), BOOT]),
     "dgxspark images": ("playbooks/images.yml", [(PLAYBOOK, "images")]),
+    # recover.yml imports boot.yml
+    "dgxspark recover": ("playbooks/recover.yml", [(PLAYBOOK, "recover"), BOOT]),
     # promote.yml imports boot.yml, bench.yml and rollback.yml
     "dgxspark promote": ("playbooks/promote.yml", [(PLAYBOOK, "promote"), (PLAYBOOK, "bench"), BOOT]),
 }

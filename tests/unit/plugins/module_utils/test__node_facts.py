@@ -469,11 +469,65 @@ def test_tool_resolution(tmp_path: pathlib.Path) -> None:
 
 # ---------------------------------------------------------------- memguard and ports (asked for by name)
 def test_memguard_ports_files_releases_and_weights_are_gathered_only_when_named(tmp_path: pathlib.Path) -> None:
-    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == {"memguard", "ports", "files", "releases", "weights", "secrets"}
+    named = {"memguard", "ports", "files", "releases", "weights", "secrets", "ranks", "journal"}
+    assert set(SECTIONS) - set(DEFAULT_SECTIONS) == named
     node = gather(options(GB10, sections=("memory",), files=("/etc/hostname",)), FakeTools({}))
-    assert not {"memguard", "ports", "files", "releases", "weights", "secrets"} & set(node)
+    assert not named & set(node)
     asked = gather(options(GB10, sections=("releases",), releases_dir=str(tmp_path / "none")), FakeTools({}))
     assert asked["releases"]["present"] is False and asked["releases"]["releases"] == []
+
+
+def test_journal_says_whether_a_boot_left_one(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "boot-journal.json"
+    none = gather(options(GB10, sections=("journal",), journal_path=str(path)), FakeTools({}))["journal"]
+    assert none == {"path": str(path), "open": False, "entry": None, "error": None}
+    path.write_text('{"helpers": ["comfyui.service"], "rank": "vllm_dsv41"}')
+    left = gather(options(GB10, sections=("journal",), journal_path=str(path)), FakeTools({}))["journal"]
+    assert left["open"] is True and left["entry"]["helpers"] == ["comfyui.service"]
+    path.write_text("[1]")
+    odd = gather(options(GB10, sections=("journal",), journal_path=str(path)), FakeTools({}))["journal"]
+    assert odd["open"] is True and odd["error"] == f"{path}: a journal is a JSON object, found list"
+
+
+def test_ranks_reads_the_labelled_containers_and_the_saved_records(tmp_path: pathlib.Path) -> None:
+    socket_file = tmp_path / "docker.sock"
+    socket_file.touch()
+    ranks_dir = tmp_path / "ranks"
+    ranks_dir.mkdir()
+    (ranks_dir / "vllm_dsv41-20261202T030000Z.json").write_text('{"name": "vllm_dsv41", "exit_code": 1}')
+    labels = {"dgxspark.cluster.rank": "1"}
+
+    class Engine:
+        path = str(socket_file)
+
+        def get(self, url: str) -> tuple[int, Any]:
+            if url.startswith("/containers/json"):
+                return 200, [{"Id": "c1", "Names": ["/vllm_dsv41"], "Labels": labels}]
+            state = {"Running": False, "Status": "exited", "ExitCode": 1}
+            return 200, {"Id": "c1", "Name": "/vllm_dsv41", "State": state, "Config": {"Labels": labels}}
+
+        def get_raw(self, url: str) -> tuple[int, bytes]:
+            assert url.endswith("tail=2")
+            return 200, b"ValueError: bad\nexiting\n"
+
+        def close(self) -> None:
+            pass
+
+    asked = options(
+        GB10,
+        sections=("ranks",),
+        docker_host=f"unix://{socket_file}",
+        rank_records_dir=str(ranks_dir),
+        rank_log_lines=2,
+    )
+    ranks = gather(asked, FakeTools({}), engine_factory=lambda path, timeout: Engine())["ranks"]
+    assert ranks["error"] is None and ranks["problems"] == []
+    [found] = ranks["containers"]
+    assert (found["name"], found["rank"], found["exit_code"]) == ("vllm_dsv41", "1", 1)
+    assert found["log_tail"] == ["ValueError: bad", "exiting"]
+    assert [r["exit_code"] for r in ranks["records"]] == [1]
+    without = gather(options(GB10, sections=("ranks",)), FakeTools({}))["ranks"]
+    assert without["error"] == "no Docker engine socket at /nonexistent/docker.sock" and without["containers"] == []
 
 
 def test_a_fresh_node_has_no_guard_and_no_listener(tmp_path: pathlib.Path) -> None:

@@ -14,6 +14,8 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import (
     RANK_LABEL,
     RankStopError,
+    rank_facts,
+    save_record,
     stop_ranks,
 )
 
@@ -58,6 +60,9 @@ class FakeEngine:
             return 404, b""
         tail = int(parse_qs(urlsplit(url).query)["tail"][0])
         return 200, b"".join(frame(line + "\n") for line in found["logs"][-tail:])
+
+    def close(self) -> None:
+        self.requests.append("CLOSE")
 
     def send(self, method: str, url: str) -> tuple[int, Any]:
         self.requests.append(f"{method} {url}")
@@ -151,3 +156,47 @@ def test_an_engine_that_cannot_be_asked_fails() -> None:
 
     with pytest.raises(RankStopError, match="could not be asked: nothing answers"):
         stop_ranks(Down([]), remove=True, stop_timeout=5, save_dir=None)
+
+
+# ----------------------------------------------------------------------------- rank_facts: read-only
+
+
+def test_rank_facts_reads_the_labelled_ranks_and_changes_nothing(tmp_path) -> None:
+    exited = container("c3", "vllm_dsv41", "1", False)
+    exited["State"].update(ExitCode=137, OOMKilled=True, FinishedAt="2026-12-02T03:00:00Z")
+    engine = FakeEngine([exited, container("b2", "mine", None), container("a1", "vllm_dsv41_b", "0")])
+    facts = rank_facts(engine, str(tmp_path / "absent"), log_lines=3)
+    assert facts["error"] is None and facts["records"] == [] and facts["problems"] == []
+    by_rank = {c["rank"]: c for c in facts["containers"]}
+    assert sorted(by_rank) == ["0", "1"]  # the unlabelled container is not one
+    assert by_rank["1"]["running"] is False and by_rank["1"]["exit_code"] == 137 and by_rank["1"]["oom_killed"] is True
+    assert by_rank["1"]["log_tail"] == ["vllm_dsv41 line 297", "vllm_dsv41 line 298", "vllm_dsv41 line 299"]
+    assert by_rank["0"]["running"] is True
+    assert [r for r in engine.requests if not r.startswith("GET")] == ["CLOSE"]
+    assert not [r for r in engine.requests if "b2" in r or "mine" in r]
+
+
+def test_rank_facts_gives_the_newest_saved_record_of_each_rank(tmp_path) -> None:
+    ranks = tmp_path / "ranks"
+    base = {"id": "x", "rank": "0", "exit_code": 143, "log_tail": ["bye"]}
+    save_record(str(ranks), {**base, "name": "vllm_dsv41", "finished_at": "2026-12-01T10:00:00Z"}, 1_000)
+    newest = save_record(str(ranks), {**base, "name": "vllm_dsv41", "finished_at": "2026-12-02T10:00:00Z"}, 90_000)
+    other = save_record(str(ranks), {**base, "name": "other", "finished_at": "2026-12-01T11:00:00Z"}, 5_000)
+    (ranks / "junk-20261202T000000Z.json").write_text("{not json", encoding="utf-8")
+    (ranks / "notes.txt").write_text("not a record", encoding="utf-8")
+    facts = rank_facts(FakeEngine([]), str(ranks))
+    assert [r["path"] for r in facts["records"]] == [newest, other]  # newest first, one a name
+    assert facts["records"][0]["finished_at"] == "2026-12-02T10:00:00Z"
+    assert len(facts["problems"]) == 1 and "junk-20261202T000000Z.json" in facts["problems"][0]
+
+
+def test_rank_facts_says_when_the_engine_cannot_be_asked(tmp_path) -> None:
+    class Down(FakeEngine):
+        def get(self, url: str) -> tuple[int, Any]:
+            raise DockerEngineError("nothing answers on /var/run/docker.sock (dockerd is not running)")
+
+    facts = rank_facts(Down([]), None)
+    assert facts["containers"] == [] and facts["records"] == []
+    assert facts["error"] == (
+        "the Docker engine could not be asked: nothing answers on /var/run/docker.sock (dockerd is not running)"
+    )

@@ -5,6 +5,9 @@ runbook's order, every step run whatever the other did (the undo's need), nothin
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,6 +22,8 @@ PARAMS = {
     "mem_available_min_gib": None,
     "start_rank": False,
     "spec_sha256": None,
+    "journal": "",  # none, but in the journal's own tests (they give a path under tmp_path)
+    "journal_by": "",
 }
 
 
@@ -140,6 +145,7 @@ def test_nothing_asked_nothing_done() -> None:
         "guard": None,
         "guard_changed": False,
         "errors": [],
+        "journal": {"path": None, "found": None, "error": None, "resumed": [], "written": False, "closed": False},
     }
 
 
@@ -202,3 +208,75 @@ def test_a_rank_never_starts_after_a_step_that_failed_nor_when_it_is_not_the_pla
     result = run(module(helpers_state="stopped", guard_phase="startup", **{**rank, "spec_sha256": "stale"}), node)
     assert result["errors"] == ["rank: vllm_dsv41 carries spec other, the plan's is stale"]
     assert result["rank_started"] == {"changed": False, "container": {"name": "vllm_dsv41"}}
+
+
+# ----------------------------------------------------------------------------- the boot's journal
+
+
+def test_a_pause_writes_the_journal_before_it_stops_anything(tmp_path) -> None:
+    path = tmp_path / "cluster" / "boot-journal.json"
+
+    class Watching(FakeNode):
+        def systemctl(self, verb: str, units: list[str]) -> None:
+            # the journal is on disk before the first helper stops
+            assert json.loads(path.read_text())["helpers"] == ["comfy.service"]
+            super().systemctl(verb, units)
+
+    node = Watching({"comfy.service": "active"}, {"phase": "idle", "tripped": None})
+    params = {"helpers": ["comfy.service"], "helpers_state": "stopped", "guard_phase": "startup"}
+    result = run(
+        module(
+            journal=str(path),
+            journal_by="ops@ctl",
+            rank_container="vllm",
+            start_rank=True,
+            spec_sha256="planned",
+            **params,
+        ),
+        node,
+    )
+    assert result["errors"] == [] and result["journal"]["written"] is True and result["journal"]["found"] is None
+    entry = json.loads(path.read_text())
+    assert entry["helpers"] == ["comfy.service"] and entry["guard_phase"] == "startup" and entry["rank"] == "vllm"
+    assert entry["by"] == "ops@ctl" and entry["opened_at"] == entry["updated_at"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+
+
+def test_a_resume_also_resumes_what_an_interrupted_boot_paused_then_closes_the_journal(tmp_path) -> None:
+    path = tmp_path / "boot-journal.json"
+    path.write_text(json.dumps({"opened_at": "2026-12-02T03:00:00Z", "helpers": ["comfy.service", "ollama.service"]}))
+    node = FakeNode({"comfy.service": "inactive", "ollama.service": "inactive"}, {"phase": "startup", "tripped": None})
+    result = run(
+        module(journal=str(path), helpers=["comfy.service"], helpers_state="started", guard_phase="idle"), node
+    )
+    assert node.calls == [("guard", "phase", "idle"), ("start", "comfy.service", "ollama.service")]
+    assert result["journal"]["resumed"] == ["ollama.service"] and result["journal"]["closed"] is True
+    assert result["journal"]["found"]["opened_at"] == "2026-12-02T03:00:00Z"
+    assert not path.exists() and result["changed"] is True
+
+
+def test_a_resume_that_fails_keeps_the_journal(tmp_path) -> None:
+    path = tmp_path / "boot-journal.json"
+    path.write_text(json.dumps({"helpers": ["comfy.service"]}))
+    node = FakeNode({"comfy.service": "inactive"}, {"phase": "startup", "tripped": None}, stuck=("comfy.service",))
+    result = run(module(journal=str(path), helpers_state="started", guard_phase="idle"), node)
+    assert result["errors"] == ["helpers: comfy.service not started (inactive)"]
+    assert result["journal"]["closed"] is False and path.exists()
+
+
+def test_check_mode_reads_the_journal_and_writes_nothing(tmp_path) -> None:
+    path = tmp_path / "boot-journal.json"
+    node = FakeNode({"comfy.service": "active"}, {"phase": "idle", "tripped": None})
+    paused = run(module(True, journal=str(path), helpers=["comfy.service"], helpers_state="stopped"), node)
+    assert paused["journal"]["written"] is False and not path.exists()
+    path.write_text(json.dumps({"helpers": ["comfy.service"]}))
+    resumed = run(module(True, journal=str(path), helpers_state="started"), node)
+    assert resumed["journal"]["closed"] is False and resumed["changed"] is True and path.exists()
+
+
+def test_an_unreadable_journal_is_said_and_closed_by_a_resume(tmp_path) -> None:
+    path = tmp_path / "boot-journal.json"
+    path.write_text("{half")
+    node = FakeNode({}, {"phase": "startup", "tripped": None})
+    result = run(module(journal=str(path), helpers_state="started", guard_phase="idle"), node)
+    assert result["journal"]["error"].startswith(f"{path}: ") and result["journal"]["closed"] is True

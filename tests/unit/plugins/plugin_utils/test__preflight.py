@@ -120,6 +120,48 @@ def test_a_rank_already_serving_as_planned_is_left_alone() -> None:
     }
 
 
+def test_an_interrupted_boot_is_a_warning_saying_what_it_had_changed() -> None:
+    same = [
+        {
+            "name": "vllm_dsv41",
+            "state": "running",
+            "labels": {"dgxspark.cluster.spec_sha256": PLAN["ranks"][1]["spec_sha256"]},
+        }
+    ]
+    left = node(1, containers=same)
+    left["journal"] = {
+        "open": True,
+        "error": None,
+        "entry": {
+            "opened_at": "2026-12-02T03:00:00Z",
+            "updated_at": "2026-12-02T03:00:01Z",
+            "by": "ops@ctl",
+            "helpers": ["comfyui.service"],
+            "guard_phase": "startup",
+            "rank": "vllm_dsv41",
+        },
+    }
+    clean = node(2)
+    clean["journal"] = {"open": False, "error": None, "entry": None}
+    broken = node(0)
+    broken["journal"] = {"open": True, "error": "/var/lib/x: Permission denied", "entry": None}
+    result = preflight(facts(**{"spark-w1": left, "spark-w2": clean, "spark-head": broken}), PLAN, PROFILE.data)
+    assert not result["failed"], result["report"]
+    line = by(result, "interrupted-boot", "spark-w1")
+    assert line["status"] == "WARN" and line["message"] == (
+        "a boot interrupted after 2026-12-02T03:00:01Z (by ops@ctl) had paused comfyui.service, armed the memory "
+        "guard (startup) and started vllm_dsv41: undone before anything else (its ranks stopped and removed, its "
+        "helpers resumed, the guard idle), then the preflight runs again"
+    )
+    assert by(result, "interrupted-boot", "spark-w2")["status"] == "PASS"
+    assert "cannot be read (/var/lib/x: Permission denied)" in by(result, "interrupted-boot", "spark-head")["message"]
+    # the rank that boot started serves as planned, yet is stopped with the rest of its undo: not left alone
+    assert result["as_planned"]["spark-w1"] is False
+    assert not [line for line in result["lines"] if line["check"] == "interrupted-boot" and line["host"] == "x"]
+    # a node_facts answer without the section (an older caller): no line
+    assert not [line for line in preflight(facts(), PLAN, PROFILE.data)["lines"] if line["check"] == "interrupted-boot"]
+
+
 def test_replace_and_skip_say_what_they_did() -> None:
     exited = [{"name": "vllm_dsv41", "state": "exited", "labels": {}}]
     low = facts(**{"spark-head": node(0, available_gib=10, containers=exited)})

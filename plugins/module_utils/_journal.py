@@ -1,0 +1,87 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The boot's journal on a node: what a boot paused, armed and started there, so that a boot whose controller died
+(an AWX job cancelled, Ctrl-C, a lost connection) can be found and undone by the next boot, ``stop.yml`` or
+``recover.yml``.
+
+``node_phase`` writes it when it pauses the node's helpers (before it stops any), and removes it once a later
+``node_phase`` resumed them (the boot's steady phase, its undo, a stop) with every step done. A journal that is
+still there when no boot runs is an interrupted boot's. One JSON file per node, 0600 in a 0700 directory, written
+atomically (a temporary file renamed). No Ansible imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+DEFAULT_PATH = "/var/lib/dgxspark-cluster/boot-journal.json"
+
+
+def read(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The journal (None when there is none), and why it could not be read (None when it could)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            entry = json.load(handle)
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as error:
+        return None, f"{path}: {getattr(error, 'strerror', None) or error}"
+    if not isinstance(entry, dict):
+        return None, f"{path}: a journal is a JSON object, found {type(entry).__name__}"
+    return entry, None
+
+
+def helpers(entry: dict[str, Any] | None) -> list[str]:
+    """The helper services the journal says were paused."""
+    found = (entry or {}).get("helpers")
+    return [str(unit) for unit in found] if isinstance(found, list) else []
+
+
+def opened(
+    previous: dict[str, Any] | None, now: str, paused: list[str], guard_phase: str | None, rank: str | None, by: str
+) -> dict[str, Any]:
+    """The journal of a pause: what this boot pauses, arms and starts; an earlier entry's helpers are kept (a boot
+    after an interrupted one that was not undone still resumes what that one paused)."""
+    kept = helpers(previous)
+    return {
+        "opened_at": (previous or {}).get("opened_at") or now,
+        "updated_at": now,
+        "by": by or (previous or {}).get("by") or "",
+        "helpers": kept + [unit for unit in paused if unit not in kept],
+        "guard_phase": guard_phase,
+        "rank": rank,
+    }
+
+
+def write(path: str, entry: dict[str, Any]) -> None:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".journal-", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(entry, out, indent=2, sort_keys=True)
+            out.write("\n")
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def close(path: str) -> bool:
+    """Remove the journal; whether there was one."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def facts(path: str = DEFAULT_PATH) -> dict[str, Any]:
+    """node_facts' ``journal`` section: whether a boot's journal is open on the node, and what it says."""
+    entry, error = read(path)
+    return {"path": path, "open": entry is not None or error is not None, "entry": entry, "error": error}
