@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -27,6 +27,18 @@ def _checked(function: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+_secret_env_names = lazy("plugin_utils._secrets", "secret_env_names")
+
+
+def secret_env_names(env: Any) -> list[str]:
+    """The names of an environment map that hold a secret, as the plan judges them (it refuses each)."""
+    if env is not None and not isinstance(env, Mapping):
+        raise AnsibleFilterError(
+            f"dgxspark.cluster.secret_env_names: needs an environment map (name: value), found {type(env).__name__}"
+        )
+    return _secret_env_names(env)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         # the plan's modules, imported when a filter is first called (plugin_utils/_lazy.py says why)
@@ -36,4 +48,5 @@ class FilterModule:
             "rank_argv": _checked(lazy("plugin_utils._api", "rank_argv")),
             "memory_budget": _checked(lazy("plugin_utils._api", "memory_budget")),
             "docker_container_params": _checked(lazy("plugin_utils._container", "docker_container_params")),
+            "secret_env_names": secret_env_names,
         }

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import re
 import socket
 from typing import Any, Mapping
 from urllib.parse import quote
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
+
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 REDACTED = "<redacted>"
-# Environment variable names whose values are never returned (tokens for the model hub, ...).
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PRIVATE|CREDENTIAL|API_?KEY|ACCESS_?KEY", re.IGNORECASE)
 
 
 class DockerEngineError(Exception):
@@ -171,11 +170,12 @@ def image_summary(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def redacted_environment(env: Any) -> dict[str, str]:
-    """``["K=V", ...]`` as a map, with the values of secret-looking names replaced by ``<redacted>``."""
+    """``["K=V", ...]`` as a map, with the values of secret names (:func:`is_secret_name`) replaced by
+    ``<redacted>``: node_facts never returns them."""
     result: dict[str, str] = {}
     for entry in env or []:
         key, _sep, value = str(entry).partition("=")
-        result[key] = REDACTED if SECRET_NAME.search(key) else value
+        result[key] = REDACTED if is_secret_name(key) else value
     return result
 
 

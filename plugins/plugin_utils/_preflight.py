@@ -49,6 +49,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import KEY_SECRET
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image, near_misses, parse_reference
@@ -81,8 +82,7 @@ CHECKS = (
     "rollback-images",
 )
 SPEC_LABEL = f"{LABEL_PREFIX}.spec_sha256"
-# Environment names whose values are never shown (node_facts already redacts the ones it recognises).
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|(?:^|_)(?:API_?|ACCESS_?|PRIVATE_?)?KEY(?:_|$)", re.IGNORECASE)
+# What node_facts returns instead of the value of a secret's name (module_utils/_docker_engine.py, is_secret_name).
 NODE_REDACTED = "<redacted>"
 MASKED = "***"
 UNSET = "(unset)"
@@ -629,7 +629,8 @@ def _env_drift(running: Mapping[str, Any], planned: Mapping[str, Any]) -> list[s
         new = None if planned.get(key) is None else str(planned[key])
         if old == new or (old == NODE_REDACTED and new is not None):
             continue  # the same, or a secret node_facts did not return: cannot be compared
-        secret = bool(SECRET_NAME.search(key)) or old == NODE_REDACTED
+        # a secret's name (the rule node_facts redacts by, so its values reach here as NODE_REDACTED) is shown as ***
+        secret = is_secret_name(key) or old == NODE_REDACTED
         changes.append(f"env {key}: {_masked(old, secret)} → {_masked(new, secret)}")
     return changes
 

@@ -11,7 +11,8 @@ for its type, owner and mode (node_facts' ``secrets`` section: stat only).
 
 A secret given inline would be rendered into the plan's argv, the ``serving_profile`` result, the
 ``docker_container`` parameters and diff, and ``docker inspect``, so it is refused, and the problem that says
-so never repeats the value: an environment variable whose name looks secret (:data:`SECRET_ENV`), a value that
+so never repeats the value: an environment variable whose name looks secret (:func:`secret_env_name`: the
+collection's one rule, ``module_utils/_secret_names.py``, less a variable that names a file), a value that
 looks like a Hugging Face token wherever it is, a ``-e``/``--env`` option of either kind, and the ``vllm serve``
 flags that take a secret as their value (:data:`SECRET_FLAGS`). There is no waiver: a waiver would put the
 secret in argv all the same.
@@ -24,6 +25,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
@@ -41,11 +44,13 @@ SECRET_PATH_HINT = "an absolute path such as /etc/dgxspark/secrets/hf_token (let
 # huggingface_hub: HF_TOKEN_PATH, where it keeps and reads the User Access Token (its environment variables page).
 PATH_VARIABLES = {"hf_token": "HF_TOKEN_PATH"}
 
-# Environment names that hold a secret's value: HF_TOKEN, HUGGING_FACE_HUB_TOKEN, *_TOKEN, *_API_KEY, API_KEY,
-# *SECRET*, *PASSWORD*, *PASSWD*. A variable that names a file (*_PATH, *_FILE, with an absolute path) is not one,
-# nor a count per token (*_PER_TOKEN: the sim engine's SIM_ENGINE_KV_BYTES_PER_TOKEN, a size, not a token).
-SECRET_ENV = re.compile(r"(?:^|(?<!PER)_)TOKEN$|(?:^|_)API_?KEY$|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
-NAMES_A_FILE = re.compile(r"_(?:PATH|FILE)$", re.IGNORECASE)
+# Environment names that hold a secret's value: module_utils/_secret_names.py (is_secret_name), the one rule, which
+# node_facts and the preflight redact by. The plan's one exception to it, stated here only (secret_env_name: what
+# the plan refuses, and what its problems redact): a variable whose name says it names a file (*_PATH, *_FILE;
+# GOOGLE_APPLICATION_CREDENTIALS, Google's credentials file) and whose value is an absolute path holds a path, not
+# the secret (HF_TOKEN_PATH=/run/secrets/hf_token, which the plan sets itself): refusing it would refuse the way a
+# secret is meant to be given. The redactions that see only a name keep the plain rule: they hide a path, harmless.
+NAMES_A_FILE = re.compile(r"_(?:PATH|FILE)$|^GOOGLE_APPLICATION_CREDENTIALS$", re.IGNORECASE)
 # A Hugging Face User Access Token, wherever it is written.
 HF_TOKEN_VALUE = re.compile(r"hf_[A-Za-z0-9]{30,}")
 # vllm serve flags whose value is a secret (--hf-token alone, without a value, uses the stored token: allowed).
@@ -64,10 +69,25 @@ def redacted(value: str) -> str:
 
 
 def secret_env_name(name: str, value: Any = None) -> bool:
-    """Whether a variable of this name holds a secret's value (one that names a file, by path, does not)."""
-    if not SECRET_ENV.search(name):
+    """Whether a variable of this name holds a secret's value: :func:`is_secret_name`, less one that names a
+    file by an absolute path (:data:`NAMES_A_FILE`)."""
+    if not is_secret_name(name):
         return False
     return not (NAMES_A_FILE.search(name) and isinstance(value, str) and value.startswith("/"))
+
+
+def secret_env_names(env: Mapping[str, Any] | None) -> list[str]:
+    """The names of ``env`` that :func:`check_environment` refuses as a secret (a secret's name, or a value
+    shaped like a Hugging Face token), sorted: what the ``dgxspark.cluster.secret_env_names`` filter returns."""
+    if env is None:
+        return []
+    if not isinstance(env, Mapping):
+        raise TypeError(f"an environment is a mapping of names to values, found {type(env).__name__}")
+    return sorted(str(name) for name, value in env.items() if _holds_secret(str(name), value))
+
+
+def _holds_secret(name: str, value: Any) -> bool:
+    return secret_env_name(name, value) or (isinstance(value, str) and bool(HF_TOKEN_VALUE.search(value)))
 
 
 def redact_text(text: str) -> str:

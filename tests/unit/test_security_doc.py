@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgxspark.cluster.plugins.action import memguard_plan
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import SECRET_NAME
+from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import PRIVILEGE_CHECKS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import (
@@ -65,10 +65,18 @@ def test_its_guard_figures_are_the_daemons() -> None:
     assert "40 letters and digits" in TEXT
 
 
-@pytest.mark.parametrize("word", ["TOKEN", "SECRET", "PASSW", "PRIVATE", "CREDENTIAL", "API_KEY", "ACCESS_KEY"])
+@pytest.mark.parametrize(
+    "word", ["TOKEN", "SECRET", "PASSW", "PASSPHRASE", "PRIVATE", "CREDENTIAL", "API_KEY", "ACCESS_KEY", "KEY"]
+)
 def test_the_names_it_says_are_redacted_are(word: str) -> None:
     assert f"`{word}`" in TEXT
-    assert SECRET_NAME.search(f"X_{word}_Y")
+    assert is_secret_name(f"X_{word}_Y")
+
+
+@pytest.mark.parametrize("name", ["MAX_TOKENS", "TOKENIZERS_PARALLELISM", "SIM_ENGINE_KV_BYTES_PER_TOKEN"])
+def test_the_names_it_says_are_not_secrets_are_not(name: str) -> None:
+    assert f"`{name}`" in TEXT
+    assert not is_secret_name(name)
 
 
 def test_the_checks_it_names_exist() -> None:

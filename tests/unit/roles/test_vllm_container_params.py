@@ -10,7 +10,10 @@ plan's dict as it is (nothing picked out, so nothing dropped).
 
 from __future__ import annotations
 
+import json
 import pathlib
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,6 +23,7 @@ import yaml
 from ansible_collections.dgxspark.cluster.plugins.action import rank_container
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import FIXED_PARAMETERS, PARAMETERS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import DOCKER_RUN_OPTIONS
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 TASK = pathlib.Path(__file__).resolve().parents[3] / "roles" / "vllm_container" / "tasks" / "container.yml"
 
@@ -81,19 +85,48 @@ def test_a_key_the_plan_cannot_produce_is_refused_naming_it() -> None:
     assert action.executed == []
 
 
-def test_parameters_that_name_a_secret_hide_the_task() -> None:
-    """Defence in depth: the plan refuses a secret in env, but parameters given by hand that carry one (a
-    secret-looking name) make the task no_log; a path (HF_TOKEN_PATH) does not."""
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar, trust_as_template
+# Renders the task's no_log in a process of its own: the collection's filters need Ansible's collection loader
+# (init_plugin_loader), which would change how every later test imports the collection.
+RENDER_NO_LOG = """
+import json, os, sys
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader([os.path.abspath(".ansible/collections")])
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+expression, envs = json.load(sys.stdin)
+print(json.dumps([
+    str(Templar(loader=DataLoader(), variables={"vllm_container_params": params}).template(
+        trust_as_template(expression))).strip()
+    for params in envs
+]))
+"""
 
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._secrets import secret_env_name
+
+def test_parameters_that_name_a_secret_hide_the_task() -> None:
+    """Defence in depth: the plan refuses a secret in env, but parameters given by hand that carry one make the
+    task no_log, by the plan's own check (the secret_env_names filter); a path (HF_TOKEN_PATH) does not, nor a
+    name that only looks like one (MAX_TOKENS, SIM_ENGINE_KV_BYTES_PER_TOKEN)."""
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._secrets import secret_env_names
 
     (task, *_rest) = yaml.safe_load(TASK.read_text(encoding="utf-8"))
+    assert "dgxspark.cluster.secret_env_names" in task["no_log"] and "search" not in task["no_log"]
     names = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "DB_PASSWORD", "X_SECRET_Y", "HF_TOKEN_PATH",
-             "NCCL_IB_HCA", "VLLM_HOST_IP", "MAX_TOKENS", "SIM_ENGINE_KV_BYTES_PER_TOKEN"]  # fmt: skip
-    for name in names:
-        env = {"NCCL_NVLS_ENABLE": "0", name: "/run/secrets/x" if name.endswith("_PATH") else "v"}
-        templar = Templar(loader=DataLoader(), variables={"vllm_container_params": {"env": env}})
-        hidden = templar.template(trust_as_template(task["no_log"]))
-        assert str(hidden).strip() == str(secret_env_name(name, env[name])), name
+             "NCCL_IB_HCA", "VLLM_HOST_IP", "MAX_TOKENS", "SIM_ENGINE_KV_BYTES_PER_TOKEN", "AWS_ACCESS_KEY_ID",
+             "PRIVATE_KEY", "CREDENTIALS_FILE"]  # fmt: skip
+    envs = [{"NCCL_NVLS_ENABLE": "0", name: "/run/secrets/x" if name.endswith(("_PATH", "_FILE")) else "v"}
+            for name in names]  # fmt: skip
+    envs += [{"INNOCENT": "hf_" + "a" * 34}, {"CREDENTIALS_FILE": "inline"}, {}]
+    cases = [{"env": env} for env in envs] + [{}, {"env": None}]
+    expected = [str(bool(secret_env_names(case.get("env")))) for case in cases]
+    assert expected.count("True") == 9  # 7 names, a token's value, an inline *_FILE
+    run = subprocess.run(
+        [sys.executable, "-c", RENDER_NO_LOG],
+        input=json.dumps([task["no_log"], cases]),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == expected
