@@ -6,15 +6,19 @@ and, for a regular file of at most :data:`MAX_HASH_BYTES`, its SHA-256 (read in 
 
 Symlinks are followed (the target is described). A path that does not exist is a fact (``exists`` false);
 one that cannot be read is described as far as ``stat`` goes, with ``sha256`` null and an ``error``. Only
-regular files are opened, never blocking (a FIFO or a device is described, not read). No Ansible imports.
+regular files are opened, never blocking (a FIFO or a device is described, not read). And the one way the
+collection writes a private JSON file on a node (:func:`write_private_json`: a release, the boot's journal).
+No Ansible imports.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import stat
+import tempfile
 from typing import Any, Dict, Sequence
 
 MAX_HASH_BYTES = 16 * 1024 * 1024
@@ -24,6 +28,25 @@ CHUNK_BYTES = 1024 * 1024
 MISSING_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR})
 
 FileFacts = Dict[str, Any]
+
+
+def write_private_json(path: str, data: Any) -> None:
+    """Write ``data`` as JSON to ``path``, 0600 in a 0700 directory (made when missing), atomically: a temporary
+    file in the same directory, renamed over ``path``; nothing is left behind when writing fails."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=2, sort_keys=True)
+            out.write("\n")
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def relative_paths(paths: Sequence[str]) -> list[str]:

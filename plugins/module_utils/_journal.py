@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._files import write_private_json
 
 DEFAULT_PATH = "/var/lib/dgxspark-cluster/boot-journal.json"
 
@@ -57,19 +58,7 @@ def opened(
 
 
 def write(path: str, entry: dict[str, Any]) -> None:
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".journal-", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(entry, out, indent=2, sort_keys=True)
-            out.write("\n")
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_private_json(path, entry)
 
 
 def close(path: str) -> bool:

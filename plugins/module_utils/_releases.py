@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from typing import Any, Iterable, Mapping, Sequence
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._files import write_private_json
 
 DEFAULT_DIRECTORY = "/var/lib/dgxspark-cluster/releases"
 SCHEMA_VERSION = 1
@@ -205,22 +206,10 @@ def write(directory: str, record: Mapping[str, Any], exclusive: bool) -> str:
     """Write ``record`` as ``<directory>/<id>.json``: the directory 0700, the file 0600, atomically (a temporary
     file renamed). ``exclusive``: a release of that id must not exist yet."""
     record = check_record(record)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    os.chmod(directory, 0o700)
     path = os.path.join(directory, f"{record['id']}.json")
     if exclusive and os.path.exists(path):
         raise ReleaseError(f"release {record['id']} exists already ({path})")
-    handle, temporary = tempfile.mkstemp(prefix=".release-", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(record, out, indent=2, sort_keys=True)
-            out.write("\n")
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_private_json(path, record)
     return path
 
 
