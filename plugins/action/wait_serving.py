@@ -163,9 +163,12 @@ class ActionModule(ActionBase):
                 )
                 return result
             gone = board.gone() if board is not None else []
-            if not gone and look.get("running") and elapsed < args["timeout"]:
+            refused = look.get("refused")
+            if not gone and not refused and look.get("running") and elapsed < args["timeout"]:
                 continue
-            if gone:
+            if refused:
+                why = f"its API answers but refuses the boot's own look, which waiting does not change: {refused}"
+            elif gone:
                 why = "; ".join(f"{_who(peer)} is gone: {peer.get('detail')}" for peer in gone)
             elif not look.get("running"):
                 why = f"its container is {look.get('status')} (exit code {look.get('exit_code')})"

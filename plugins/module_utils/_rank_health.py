@@ -21,6 +21,9 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     demultiplex_logs,
 )
 
+# How http_get says that the server's certificate does not verify against the CA given: waiting does not change it.
+CERTIFICATE_REFUSED = "the API's certificate does not verify: "
+
 
 def http_get(
     url: str, timeout: float, api_key: str | None = None, tls: ssl.SSLContext | None = None
@@ -40,6 +43,8 @@ def http_get(
         connection.request("GET", parts.path or "/", headers=headers)
         response = connection.getresponse()
         return response.status, response.read().decode("utf-8", "replace"), None
+    except ssl.SSLCertVerificationError as error:
+        return None, "", CERTIFICATE_REFUSED + (error.verify_message or str(error))
     except (OSError, http.client.HTTPException) as error:
         return None, "", str(error) or type(error).__name__
     finally:
@@ -71,7 +76,8 @@ def rank_health(
             if look.get(key) is not None:
                 first.setdefault(key, look[key])
         serving = bool(look.get("healthy") and look.get("models"))
-        if not api or serving or not look.get("running") or time.monotonic() - started + poll > wait:
+        done = serving or not look.get("running") or look.get("refused")
+        if not api or done or time.monotonic() - started + poll > wait:
             look.update({key: first.get(key) for key in ("port_open_at", "ready_at")})
             look["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
             return look
@@ -102,6 +108,9 @@ def _look_once(
         "healthy": None,
         "models": None,
         "error": None,
+        # why the API refuses this look for good (its certificate does not verify, or its key is not the one
+        # sent): waiting does not change it
+        "refused": None,
     }
     name = quote(container, safe="")
     try:
@@ -134,10 +143,17 @@ def _look_once(
             result["port_open_at"] = time.time()
         result["healthy"] = code == 200
         result["health_error"] = error or (None if code == 200 else f"HTTP {code}")
+        if error and error.startswith(CERTIFICATE_REFUSED):
+            result["refused"] = error
         if code == 200:
             code, body, error = http_get(f"{base}/v1/models", timeout, api_key, tls)
             if code == 401:
-                result["health_error"] = "HTTP 401 on /v1/models: the API wants a key this look did not send"
+                result["health_error"] = (
+                    "HTTP 401 on /v1/models: the API wants a key this look did not send"
+                    if not api_key
+                    else "HTTP 401 on /v1/models: the API refuses the key in container.api.api_key_file"
+                )
+                result["refused"] = result["health_error"]
             if code == 200:
                 try:
                     result["models"] = [m.get("id") for m in json.loads(body).get("data", [])]

@@ -46,7 +46,7 @@ options:
   wait:
     description:
       - With O(api), look again on the node every 0.25 s until the head serves (C(/health) and C(/v1/models)), its
-        container stops, or this many seconds passed. 0 looks once.
+        container stops, its API refuses the look for good (RV(refused)), or this many seconds passed. 0 looks once.
     type: float
     default: 0
   docker_host:
@@ -109,6 +109,12 @@ models:
   returned: always
   type: list
   elements: str
+refused:
+  description:
+    - Why the API refuses this look for good - its certificate does not verify against O(ca_file), or it answers 401
+      to the key sent (or to none) - waiting does not change it, so O(wait) stops there; null otherwise.
+  returned: always
+  type: str
 started_at:
   description: Docker's own start time of the container (RFC 3339, UTC).
   returned: when the container exists

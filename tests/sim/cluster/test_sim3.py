@@ -733,10 +733,11 @@ API_FILES = {
 
 def test_boots_with_an_api_key_and_tls(sim3, tmp_path):
     """A profile with container.api (the default bind, the head's management address; a key file; TLS files, all
-    root's 0600 on every node) boots as a candidate through a second inventory: the boot's wait, smoke completion
-    and a short bench.yml run send the key over https; from here a request without the key gets a 401 and one
-    with it works; the key is in neither docker inspect nor the boot's output. Then the shipped profile's release
-    is promoted again and the cluster left stopped."""
+    root's 0600 on every node) whose certificate is for another address fails at once, saying so (not "loading"
+    until the timeout). With the right certificate it boots as a candidate through a second inventory: the boot's
+    wait, smoke completion and a short bench.yml run send the key over https; from here a request without the key
+    gets a 401 and one with it works; the key is in neither docker inspect nor the boot's output. Then the shipped
+    profile's release is promoted again and the cluster left stopped."""
     [original] = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
     try:
         api_key_and_tls(tmp_path)
@@ -750,11 +751,13 @@ def test_boots_with_an_api_key_and_tls(sim3, tmp_path):
             node_sh(node, "rm -f " + " ".join(API_FILES.values()), check=False)
 
 
-def api_key_and_tls(tmp_path) -> None:
-    subprocess.run(  # a self-signed certificate for the head's management address (the boot connects there)
+def put_api_files(tmp_path, address: str) -> None:
+    """The API's key, and a self-signed certificate for ``address`` with its key, on every node (like every
+    secret)."""
+    subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"]
         + ["-keyout", str(tmp_path / "api.key"), "-out", str(tmp_path / "api.crt"), "-subj", "/CN=sim3-head"]
-        + ["-addext", "subjectAltName=IP:172.31.3.10"],
+        + ["-addext", f"subjectAltName=IP:{address}"],
         check=True,
         capture_output=True,
     )
@@ -763,9 +766,13 @@ def api_key_and_tls(tmp_path) -> None:
         "cert": (tmp_path / "api.crt").read_text(),
         "key": (tmp_path / "api.key").read_text(),
     }
-    for node in ("sim3-head", "sim3-worker1", "sim3-worker2"):  # like every secret, on every node
+    for node in ("sim3-head", "sim3-worker1", "sim3-worker2"):
         for name, path in API_FILES.items():
             node_sh(node, f"umask 077 && mkdir -p {os.path.dirname(path)} && printf '%s' '{contents[name]}' > {path}")
+
+
+def api_key_and_tls(tmp_path) -> None:
+    put_api_files(tmp_path, "192.0.2.99")  # a certificate for another address than the one the boot connects to
     profile = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())
     profile["container"]["api"] = {
         "api_key_file": API_FILES["api_key"],
@@ -782,6 +789,16 @@ def api_key_and_tls(tmp_path) -> None:
             for h in ("sim3-head", "sim3-worker1", "sim3-worker2")
         )
     )
+    started = time.monotonic()
+    wrong = playbook("playbooks/boot.yml", "-i", str(inventory), "-e", "boot_candidate=true", "-e", "boot_replace=true")
+    took = time.monotonic() - started
+    assert wrong.returncode != 0
+    flat = " ".join(wrong.stdout.split())
+    # said at once, not shown as "loading" until the 900 s timeout: waiting does not change a certificate
+    assert "its API answers but refuses the boot's own look" in flat, flat[-4000:]
+    assert "the API's certificate does not verify" in flat
+    assert took < 180, f"the boot took {took:.0f} s to notice the certificate"
+    put_api_files(tmp_path, "172.31.3.10")  # the head's management address (the boot connects there)
     boot = playbook("playbooks/boot.yml", "-i", str(inventory), "-e", "boot_candidate=true", "-e", "boot_replace=true")
     assert boot.returncode == 0, boot.stdout[-6000:]
     flat = " ".join(boot.stdout.split())

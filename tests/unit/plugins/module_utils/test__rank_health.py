@@ -67,3 +67,77 @@ def test_stops_waiting_when_the_container_stops(monkeypatch: pytest.MonkeyPatch)
     slept: list[float] = []
     look = _rank_health.rank_health(Engine(running=False), "c", "http://127.0.0.1:8000", wait=10, sleep=slept.append)
     assert slept == [] and look["running"] is False
+
+
+def test_stops_waiting_when_the_api_refuses_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certificate that does not verify, or a key the API refuses: waiting does not change it."""
+    refused = _rank_health.CERTIFICATE_REFUSED + "self-signed certificate"
+
+    def http_get(url: str, timeout: float, api_key=None, tls=None) -> tuple[int | None, str, str | None]:
+        return None, "", refused
+
+    monkeypatch.setattr(_rank_health, "http_get", http_get)
+    slept: list[float] = []
+    look = _rank_health.rank_health(Engine(), "c", "https://127.0.0.1:8000", wait=10, sleep=slept.append)
+    assert slept == [] and look["refused"] == refused and look["healthy"] is False
+
+    api_answers(monkeypatch, [(200, ""), (401, "")])
+    look = _rank_health.rank_health(Engine(), "c", "http://127.0.0.1:8000", wait=10, sleep=slept.append, api_key="k")
+    assert (
+        slept == []
+        and look["refused"] == "HTTP 401 on /v1/models: the API refuses the key in container.api.api_key_file"
+    )
+
+
+def test_a_certificate_that_does_not_verify_is_said_so(tmp_path) -> None:
+    """A real TLS server whose self-signed certificate is not the CA the look trusts."""
+    import datetime
+    import http.server
+    import ipaddress
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def certificate(name: str) -> tuple[bytes, bytes]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .sign(key, hashes.SHA256())
+        )
+        pem_key = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        return cert.public_bytes(serialization.Encoding.PEM), pem_key
+
+    served_cert, served_key = certificate("the server")
+    other_cert, _other_key = certificate("another CA")
+    (tmp_path / "cert.pem").write_bytes(served_cert)
+    (tmp_path / "key.pem").write_bytes(served_key)
+    (tmp_path / "other.pem").write_bytes(other_cert)
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        trusting_another = ssl.create_default_context(cafile=str(tmp_path / "other.pem"))
+        url = f"https://127.0.0.1:{server.server_address[1]}/health"
+        status, _body, error = _rank_health.http_get(url, 5, tls=trusting_another)
+        assert status is None and error.startswith(_rank_health.CERTIFICATE_REFUSED), error
+    finally:
+        server.shutdown()
+        server.server_close()
