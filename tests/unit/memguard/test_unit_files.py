@@ -12,6 +12,7 @@ import hashlib
 import json
 import pathlib
 import shlex
+import shutil
 import subprocess
 from typing import Any
 
@@ -194,3 +195,33 @@ def test_the_expectation_hashes_what_is_written() -> None:
     # as ansible.builtin.to_nice_json wrote it before: a node installed then keeps its file (no restart)
     assert texts["config"] == json.dumps(config, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
     assert "WatchdogSec=49\n" in texts["unit"]
+
+
+VERIFY = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["memguard_unit_verify"]
+
+
+def verified(tmp_path: pathlib.Path, text: str) -> subprocess.CompletedProcess:
+    """The unit task's validate as the role runs it (sh -c <memguard_unit_verify> verify <the unit's copy>)."""
+    copy_path = tmp_path / "tmpXYZ"  # copy's temporary name: not a unit name (why the check copies it)
+    copy_path.write_text(text)
+    return subprocess.run(["sh", "-c", VERIFY, "verify", str(copy_path)], capture_output=True, text=True, check=False)
+
+
+def test_the_unit_is_verified_by_systemd_before_it_is_installed(tmp_path: pathlib.Path) -> None:
+    """Finding: files another program parses were installed unvalidated. systemd-analyze verify passes the unit
+    the role writes and fails one systemd would only half read (it says "ignoring" and exits 0 on its own)."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    [task] = [
+        t
+        for t in tasks
+        if t.get("ansible.builtin.copy", {}).get("dest") == "/etc/systemd/system/dgxspark-memguard.service"
+    ]
+    assert task["ansible.builtin.copy"]["validate"] == "sh -c {{ memguard_unit_verify | quote }} verify %s"
+    assert shutil.which("systemd-analyze"), "the unit's check needs systemd-analyze (systemd), as every node has"
+    good = unit_text({"container": "vllm_dsv41", "watchdog_s": 49}, SETTINGS_PLAIN)
+    passed = verified(tmp_path, good)
+    assert passed.returncode == 0, passed.stderr
+    broken = good.replace("Restart=on-failure", "Restart=sometimes")
+    failed = verified(tmp_path, broken)
+    assert failed.returncode != 0 and "Failed to parse service restart specifier" in failed.stderr, failed.stderr
+    assert list(tmp_path.iterdir()) == [tmp_path / "tmpXYZ"]  # its own directory is gone
