@@ -36,8 +36,8 @@ def test_low_memory_stops_the_container_once_and_stays_tripped(
     time.sleep(3 * GRACE)
     assert docker.calls() == []
 
+    written = time.monotonic()  # before the write: a sample of the new value cannot come before it
     write_meminfo(meminfo, LOW)
-    written = time.monotonic()
     assert wait_for(lambda: docker.requests, GRACE + 2 * INTERVAL + SLACK), "the container was not stopped"
     assert GRACE - 0.01 <= docker.requests[0][0] - written <= GRACE + 2 * INTERVAL + SLACK
     time.sleep(3 * GRACE)
