@@ -127,6 +127,8 @@ class ActionModule(ActionBase):
             report=verdict["report"],
             failures=verdict["failures"],
             as_planned=verdict["as_planned"],
+            # ranks that serve as planned, restarted because another must start (the group starts together)
+            restart=verdict["restart"],
             # nodes where a boot that did not finish left its journal: undone first (playbooks/boot.yml)
             interrupted=sorted(
                 h for h, node in facts.items() if isinstance(node, dict) and (node.get("journal") or {}).get("open")
@@ -140,7 +142,9 @@ class ActionModule(ActionBase):
             ended=time.time(),
         )
         if self._task.check_mode:
-            result["would"] = _boot_preflight.would_do(plan, profile.data, facts, verdict["as_planned"], differences)
+            result["would"] = _boot_preflight.would_do(
+                plan, profile.data, facts, verdict["as_planned"], differences, verdict["restart"]
+            )
         if verdict["failed"]:
             result.update(
                 failed=True,

@@ -134,6 +134,13 @@ as_planned:
   description: Each host to whether its rank already serves exactly as planned (a boot then leaves it alone).
   returned: success
   type: dict
+restart:
+  description:
+    - The hosts whose rank serves as planned but is restarted, because another rank must start (a tensor-parallel
+      group starts together; a rank cannot join one that runs). Their C(previous-container) line WARNs so.
+  returned: success
+  type: list
+  elements: str
 interrupted:
   description:
     - The hosts where a boot that did not finish (its controller died) left its journal (node_facts' C(journal)
@@ -142,8 +149,8 @@ interrupted:
   type: list
   elements: str
 to_replace:
-  description: Each host to whether a container of its rank's name is there but does not serve as planned (with
-    C(replace), the boot recreates it; without, the C(previous-container) check FAILs).
+  description: Each host to whether the boot recreates the container of its rank's name that is there - one that does
+    not serve as planned (with C(replace); without, the C(previous-container) check FAILs), or one of RV(restart).
   returned: success
   type: dict
 differences:

@@ -61,14 +61,16 @@ def fabric_differences(
 
 
 def to_replace(plan: Mapping[str, Any], facts: Mapping[str, Any], as_planned: Mapping[str, bool]) -> dict[str, bool]:
-    """Host to whether a container of its rank's name is there but does not serve as planned (the preflight
-    FAILs it unless the operator asked to replace it; then the boot recreates it)."""
+    """Host to whether the boot recreates the container of its rank's name that is there: one that does not serve
+    as planned (the preflight FAILs it unless the operator asked to replace it), and, when any rank must start,
+    one that does (a tensor-parallel group starts together: the preflight's ``restart``)."""
+    every = bool(as_planned) and all(as_planned.values())
     out: dict[str, bool] = {}
     for rank in plan["ranks"]:
         host = rank["host"]
         node = facts.get(host) if isinstance(facts.get(host), Mapping) else {}
         names = [c.get("name") for c in ((node.get("docker") or {}).get("containers") or [])]
-        out[host] = rank["container_name"] in names and not as_planned.get(host)
+        out[host] = rank["container_name"] in names and not every
     return out
 
 
@@ -268,6 +270,7 @@ def would_do(
     facts: Mapping[str, Any],
     as_planned: Mapping[str, bool],
     differences: Mapping[str, Mapping[str, Sequence[str]]],
+    restart: Sequence[str] = (),
 ) -> list[str]:
     """What a boot would do on every node, a line or more per node: the roles' differences, the helpers it would
     pause, the guard's phase, and the rank it would start or leave alone."""
@@ -294,8 +297,9 @@ def would_do(
             f"rank {rank['rank']} ({host}): "
             + (
                 "already serves as planned: left alone"
-                if as_planned.get(host)
-                else f"would start {rank['container_name']} ({rank['image']}, spec {rank['spec_sha256'][:12]})"
+                if as_planned.get(host) and host not in restart
+                else ("serves as planned, would restart with the other ranks " if host in restart else "would start ")
+                + f"{rank['container_name']} ({rank['image']}, spec {rank['spec_sha256'][:12]})"
             )
         )
     every = bool(as_planned) and all(as_planned.values())

@@ -175,6 +175,15 @@ def preflight(
         secrets = plan.get("secrets") or (profile.get("container") or {}).get("secrets") or {}
         if secrets:
             lines.append(secret_files(host, node, secrets))
+    # tensor parallel: a rank cannot join a group that runs already, so when any rank must start, the ranks that
+    # serve as planned are restarted with it (the whole group starts together)
+    restart = sorted(h for h, ok in as_planned.items() if ok) if not all(as_planned.values()) else []
+    if restart:
+        starting = ", ".join(f"rank {r['rank']} ({r['host']})" for r in plan["ranks"] if not as_planned.get(r["host"]))
+        lines = [
+            _restarted(line, starting) if line["check"] == "previous-container" and line["host"] in restart else line
+            for line in lines
+        ]
     lines += _image_ids(image_ids, [r["host"] for r in plan["ranks"]])
     verdicts = identity(facts, [r["host"] for r in plan["ranks"]], host_section.get("weights_path"))
     lines += [_line(WEIGHTS_IDENTITY, host, status, message) for host, (status, message) in verdicts.items()]
@@ -187,6 +196,7 @@ def preflight(
         "failures": failed,
         "report": report(lines),
         "as_planned": as_planned,
+        "restart": restart,
     }
 
 
@@ -221,6 +231,17 @@ def interrupted_boot(host: str, node: Mapping[str, Any]) -> dict[str, str] | Non
         WARN,
         f"{said}: undone before anything else (its ranks stopped and removed, its helpers resumed, the guard idle), "
         "then the preflight runs again",
+    )
+
+
+def _restarted(line: dict[str, str], starting: str) -> dict[str, str]:
+    name = line["message"].split(" ", 1)[0]
+    return _line(
+        "previous-container",
+        line["host"],
+        WARN,
+        f"{name} runs as planned, but {starting} must start: it is restarted with them (a tensor-parallel group "
+        "starts together; a rank cannot join one that runs)",
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import memguard_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, Tool, gather
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_preflight import to_replace
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
@@ -104,14 +105,11 @@ def test_every_failure_is_named_with_its_node() -> None:
 
 
 def test_a_rank_already_serving_as_planned_is_left_alone() -> None:
-    same = [
-        {
-            "name": "vllm_dsv41",
-            "state": "running",
-            "labels": {"dgxspark.cluster.spec_sha256": PLAN["ranks"][1]["spec_sha256"]},
-        }
-    ]
-    result = preflight(facts(**{"spark-w1": node(1, containers=same)}), PLAN, PROFILE.data)
+    def same(rank: int) -> list[dict[str, Any]]:
+        labels = {"dgxspark.cluster.spec_sha256": PLAN["ranks"][rank]["spec_sha256"]}
+        return [{"name": "vllm_dsv41", "state": "running", "labels": labels}]
+
+    result = preflight(facts(**{h: node(i, containers=same(i)) for i, h in enumerate(HOSTS)}), PLAN, PROFILE.data)
     assert by(result, "previous-container", "spark-w1") == {
         "check": "previous-container",
         "host": "spark-w1",
@@ -160,6 +158,37 @@ def test_an_interrupted_boot_is_a_warning_saying_what_it_had_changed() -> None:
     assert not [line for line in result["lines"] if line["check"] == "interrupted-boot" and line["host"] == "x"]
     # a node_facts answer without the section (an older caller): no line
     assert not [line for line in preflight(facts(), PLAN, PROFILE.data)["lines"] if line["check"] == "interrupted-boot"]
+
+
+def test_ranks_serving_as_planned_restart_with_one_that_must_start() -> None:
+    """Tensor parallel: a rank cannot join a group that runs, so a rank that exited makes the others restart."""
+
+    def running(rank: int, state: str = "running") -> list[dict[str, Any]]:
+        labels = {"dgxspark.cluster.spec_sha256": PLAN["ranks"][rank]["spec_sha256"]}
+        return [{"name": "vllm_dsv41", "state": state, "labels": labels}]
+
+    gathered = facts(
+        **{
+            "spark-head": node(0, containers=running(0)),
+            "spark-w1": node(1, containers=running(1, "exited")),
+            "spark-w2": node(2, containers=running(2)),
+        }
+    )
+    result = preflight(gathered, PLAN, PROFILE.data, replace=True)
+    assert result["restart"] == ["spark-head", "spark-w2"] and not result["failed"], result["report"]
+    assert by(result, "previous-container", "spark-head") == {
+        "check": "previous-container",
+        "host": "spark-head",
+        "status": "WARN",
+        "message": "vllm_dsv41 runs as planned, but rank 1 (spark-w1) must start: it is restarted with them (a "
+        "tensor-parallel group starts together; a rank cannot join one that runs)",
+    }
+    assert by(result, "previous-container", "spark-w1")["message"].startswith("vllm_dsv41 is exited with the planned")
+    assert to_replace(PLAN, gathered, result["as_planned"]) == {"spark-head": True, "spark-w1": True, "spark-w2": True}
+    serving = facts(**{h: node(i, containers=running(i)) for i, h in enumerate(HOSTS)})
+    whole = preflight(serving, PLAN, PROFILE.data)
+    assert whole["restart"] == [] and set(whole["as_planned"].values()) == {True}
+    assert to_replace(PLAN, serving, whole["as_planned"]) == dict.fromkeys(HOSTS, False)
 
 
 def test_replace_and_skip_say_what_they_did() -> None:
@@ -566,7 +595,10 @@ def previous_line(plan: dict[str, Any], docker: dict[str, Any], replace: bool = 
 
 
 def test_the_captured_container_is_rank_1_as_planned() -> None:
-    assert previous_line(PLAN, gb10_docker())["message"] == "vllm_dsv41 already runs exactly as planned: left alone"
+    # it runs as planned; the other ranks have no container yet, so it restarts with them
+    assert previous_line(PLAN, gb10_docker())["message"].startswith(
+        "vllm_dsv41 runs as planned, but rank 0 (spark-head), rank 2 (spark-w2) must start"
+    )
 
 
 def test_drift_is_shown_field_by_field() -> None:
