@@ -201,10 +201,12 @@ VERIFY = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["memguard_unit
 
 
 def verified(tmp_path: pathlib.Path, text: str) -> subprocess.CompletedProcess:
-    """The unit task's validate as the role runs it (sh -c <memguard_unit_verify> verify <the unit's copy>)."""
+    """The unit task's validate as the copy module runs it: the template rendered (``quote`` is shlex.quote), the
+    temporary copy's path put in with Python's ``%``, the command split as a shell would."""
     copy_path = tmp_path / "tmpXYZ"  # copy's temporary name: not a unit name (why the check copies it)
     copy_path.write_text(text)
-    return subprocess.run(["sh", "-c", VERIFY, "verify", str(copy_path)], capture_output=True, text=True, check=False)
+    command = f"sh -c {shlex.quote(VERIFY)} verify %s" % copy_path
+    return subprocess.run(shlex.split(command), capture_output=True, text=True, check=False)
 
 
 def test_the_unit_is_verified_by_systemd_before_it_is_installed(tmp_path: pathlib.Path) -> None:
