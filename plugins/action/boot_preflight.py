@@ -129,6 +129,9 @@ class ActionModule(ActionBase):
             as_planned=verdict["as_planned"],
             # ranks that serve as planned, restarted because another must start (the group starts together)
             restart=verdict["restart"],
+            # the hosts whose container the boot creates again without being asked (restart, and containers created
+            # as planned that never started)
+            recreate=verdict["recreate"],
             # nodes where a boot that did not finish left its journal: undone first (playbooks/boot.yml)
             interrupted=sorted(
                 h for h, node in facts.items() if isinstance(node, dict) and (node.get("journal") or {}).get("open")

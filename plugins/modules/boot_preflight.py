@@ -141,6 +141,13 @@ restart:
   returned: success
   type: list
   elements: str
+recreate:
+  description:
+    - The hosts whose container the boot creates again without O(replace) - those of RV(restart), and containers
+      created as planned that never started (a boot that stopped between its create and start phases).
+  returned: success
+  type: list
+  elements: str
 interrupted:
   description:
     - The hosts where a boot that did not finish (its controller died) left its journal (node_facts' C(journal)

@@ -178,6 +178,18 @@ def preflight(
     # tensor parallel: a rank cannot join a group that runs already, so when any rank must start, the ranks that
     # serve as planned are restarted with it (the whole group starts together)
     restart = sorted(h for h, ok in as_planned.items() if ok) if not all(as_planned.values()) else []
+    # the containers the boot creates again without being asked: those restarted with the group, and those created
+    # as planned and never started
+    recreate = sorted(
+        {
+            *restart,
+            *(
+                line["host"]
+                for line in lines
+                if line["check"] == "previous-container" and line["message"].endswith("never started: created again")
+            ),
+        }
+    )
     if restart:
         starting = ", ".join(f"rank {r['rank']} ({r['host']})" for r in plan["ranks"] if not as_planned.get(r["host"]))
         lines = [
@@ -197,6 +209,7 @@ def preflight(
         "report": report(lines),
         "as_planned": as_planned,
         "restart": restart,
+        "recreate": recreate,
     }
 
 
@@ -323,6 +336,10 @@ def _previous(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], rep
     state = found.get("state")
     if state == "running" and same:
         return _line("previous-container", host, PASS, f"{name} already runs exactly as planned: left alone")
+    if state == "created" and same:
+        # created as planned and never started (a boot that stopped between its create and start phases): it
+        # holds nothing, and the boot creates it again without being asked
+        return _line("previous-container", host, PASS, f"{name} was created as planned, never started: created again")
     what = f"{name} is {state} with {'the planned' if same else 'another'} spec"
     if not same:
         what += f" ({'; '.join(drift(rank, found, docker))})"

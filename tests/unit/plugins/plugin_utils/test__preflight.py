@@ -191,6 +191,21 @@ def test_ranks_serving_as_planned_restart_with_one_that_must_start() -> None:
     assert to_replace(PLAN, serving, whole["as_planned"]) == dict.fromkeys(HOSTS, False)
 
 
+def test_a_container_created_as_planned_and_never_started_is_created_again() -> None:
+    """A boot that stopped between its create and start phases left created containers: they hold nothing."""
+    labels = {"dgxspark.cluster.spec_sha256": PLAN["ranks"][0]["spec_sha256"]}
+    created = [{"name": "vllm_dsv41", "state": "created", "labels": labels}]
+    other = [{"name": "vllm_dsv41", "state": "created", "labels": {"dgxspark.cluster.spec_sha256": "old"}}]
+    result = preflight(facts(**{"spark-head": node(0, containers=created)}), PLAN, PROFILE.data)
+    assert not result["failed"], result["report"]
+    assert by(result, "previous-container", "spark-head")["message"] == (
+        "vllm_dsv41 was created as planned, never started: created again"
+    )
+    assert result["recreate"] == ["spark-head"] and result["restart"] == []
+    refused = preflight(facts(**{"spark-head": node(0, containers=other)}), PLAN, PROFILE.data)
+    assert by(refused, "previous-container", "spark-head")["status"] == "FAIL" and refused["recreate"] == []
+
+
 def test_replace_and_skip_say_what_they_did() -> None:
     exited = [{"name": "vllm_dsv41", "state": "exited", "labels": {}}]
     low = facts(**{"spark-head": node(0, available_gib=10, containers=exited)})
