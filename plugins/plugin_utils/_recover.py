@@ -160,6 +160,7 @@ def decide(
         done = 0
 
     memory: list[str] = []
+    on_word: list[str] = []
     interrupted: list[str] = []
     exited: list[str] = []
     running: list[str] = []
@@ -167,7 +168,8 @@ def decide(
     for host, node in nodes.items():
         tripped = (node.get("memguard") or {}).get("tripped")
         if isinstance(tripped, Mapping):
-            memory.append(_trip_line(host, tripped))
+            # the guard that tripped on its own is the cause; those that stopped on its word come after it
+            (on_word if tripped.get("from_peer") else memory).append(_trip_line(host, tripped))
         journal = node.get("journal") or {}
         if journal.get("open"):
             entry = journal.get("entry") or {}
@@ -186,6 +188,7 @@ def decide(
                 (memory if container.get("oom_killed") else exited).extend(lines_here)
         for record in (ranks.get("records") or [])[:1]:
             records.extend(_rank_line(host, record, f"last removed ({record.get('path')}):"))
+    memory += on_word
     if running and promoted is not None:
         # a tensor-parallel cluster serves with every rank or not at all: a rank that is gone is a failed one
         for host in sorted(set(promoted.get("spec_sha256") or {}) & set(nodes)):

@@ -571,7 +571,8 @@ def interrupt_a_boot_once_paused(host: str) -> None:
             assert time.monotonic() < deadline, f"{host}'s helper was never paused"
             time.sleep(0.2)
     finally:
-        os.killpg(boot.pid, 9)
+        if boot.poll() is None:
+            os.killpg(boot.pid, 9)
         boot.wait()
 
 

@@ -135,6 +135,23 @@ def test_a_memory_trip_is_refused_and_says_why(how: str) -> None:
     assert (overridden["cause"], overridden["action"], overridden["clear_trip"]) == ("memory", "boot", True)
 
 
+def test_the_guard_that_tripped_on_its_own_is_the_cause_not_those_on_its_word() -> None:
+    facts = cluster(running=False)
+    for host in HOSTS:  # stop-all: the head (first in host order) stopped on spark-w2's word
+        origin = host == "spark-w2"
+        facts[host]["node"]["memguard"]["tripped"] = {
+            "time_utc": "2026-12-02T02:53:20Z",
+            "reason": "emergency: MemAvailable 0.80 GiB" if origin else "peer spark-w2 tripped",
+            "from_peer": None if origin else "spark-w2",
+        }
+    decision = decide(facts, HOSTS, HEAD, NOW)
+    assert (
+        decision["summary"]
+        == "spark-w2: memory guard tripped at 2026-12-02T02:53:20Z: emergency: MemAvailable 0.80 GiB"
+    )
+    assert [line.split(":")[0] for line in decision["msg"][3:6]] == ["spark-w2", "spark-head", "spark-w1"]
+
+
 def test_a_node_that_does_not_answer_is_refused() -> None:
     facts = cluster()
     facts["spark-w2"] = {
