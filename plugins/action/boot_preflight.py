@@ -133,9 +133,7 @@ class ActionModule(ActionBase):
             # as planned that never started)
             recreate=verdict["recreate"],
             # nodes where a boot that did not finish left its journal: undone first (playbooks/boot.yml)
-            interrupted=sorted(
-                h for h, node in facts.items() if isinstance(node, dict) and (node.get("journal") or {}).get("open")
-            ),
+            interrupted=verdict["interrupted"],
             to_replace=_boot_preflight.to_replace(plan, facts, verdict["as_planned"]),
             differences=differences,
             # the roles that would change something on some node (each then runs on every node)

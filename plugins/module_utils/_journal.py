@@ -70,6 +70,19 @@ def close(path: str) -> bool:
     return True
 
 
+def said(journal: dict[str, Any]) -> str:
+    """What an open journal (node_facts' ``journal`` section) says the interrupted boot had changed, in a line."""
+    if journal.get("error"):
+        return f"a boot's journal that cannot be read ({journal['error']})"
+    entry = journal.get("entry") or {}
+    return (
+        f"a boot interrupted after {entry.get('updated_at') or entry.get('opened_at') or '?'}"
+        f" (by {entry.get('by') or '?'}) had paused {', '.join(helpers(entry)) or 'no helper'}, armed the memory"
+        f" guard ({entry.get('guard_phase') or 'not switched'})"
+        + (f" and started {entry['rank']}" if entry.get("rank") else "")
+    )
+
+
 def facts(path: str = DEFAULT_PATH) -> dict[str, Any]:
     """node_facts' ``journal`` section: whether a boot's journal is open on the node, and what it says."""
     entry, error = read(path)

@@ -49,6 +49,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import said as journal_said
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import KEY_SECRET
@@ -136,6 +137,7 @@ def preflight(
     image_ids: dict[str, str] = {}
     needed = _planned_ports(plan)
     as_planned: dict[str, bool] = {}
+    created: list[str] = []  # a container created as planned and never started: the boot creates it again
     for rank in plan["ranks"]:
         host = rank["host"]
         node = facts.get(host)
@@ -161,6 +163,8 @@ def preflight(
         else:
             lines.append(_line("docker", host, PASS, f"Docker {(docker.get('engine') or {}).get('version')}"))
             lines.append(_previous(host, rank, docker, replace))
+            if _created_as_planned(rank, docker):
+                created.append(host)
             image_line, image_id = _image(host, rank, docker)
             lines.append(image_line)
             if image_id:
@@ -180,16 +184,7 @@ def preflight(
     restart = sorted(h for h, ok in as_planned.items() if ok) if not all(as_planned.values()) else []
     # the containers the boot creates again without being asked: those restarted with the group, and those created
     # as planned and never started
-    recreate = sorted(
-        {
-            *restart,
-            *(
-                line["host"]
-                for line in lines
-                if line["check"] == "previous-container" and line["message"].endswith("never started: created again")
-            ),
-        }
-    )
+    recreate = sorted({*restart, *created})
     if restart:
         starting = ", ".join(f"rank {r['rank']} ({r['host']})" for r in plan["ranks"] if not as_planned.get(r["host"]))
         lines = [
@@ -210,6 +205,8 @@ def preflight(
         "as_planned": as_planned,
         "restart": restart,
         "recreate": recreate,
+        # nodes where a boot that did not finish left its journal: undone first (playbooks/boot.yml)
+        "interrupted": sorted(h for h in as_planned if _journal_open(facts.get(h) or {})),
     }
 
 
@@ -227,22 +224,12 @@ def interrupted_boot(host: str, node: Mapping[str, Any]) -> dict[str, str] | Non
         return None
     if not journal.get("open"):
         return _line("interrupted-boot", host, PASS, "no interrupted boot left anything here")
-    entry = journal.get("entry") or {}
-    if journal.get("error"):
-        said = f"a boot's journal that cannot be read ({journal['error']})"
-    else:
-        paused = ", ".join(entry.get("helpers") or []) or "no helper"
-        said = (
-            f"a boot interrupted after {entry.get('updated_at') or entry.get('opened_at') or '?'}"
-            f" (by {entry.get('by') or '?'}) had paused {paused}, armed the memory guard"
-            f" ({entry.get('guard_phase') or 'not switched'})"
-            + (f" and started {entry['rank']}" if entry.get("rank") else "")
-        )
     return _line(
         "interrupted-boot",
         host,
         WARN,
-        f"{said}: undone before anything else (its ranks stopped and removed, its helpers resumed, the guard idle), "
+        f"{journal_said(dict(journal))}: undone before anything else (its ranks stopped and removed, its helpers "
+        "resumed, the guard idle), "
         "then the preflight runs again",
     )
 
@@ -327,6 +314,17 @@ def _memory(
     return _line("mem-available", host, status, found)
 
 
+def _created_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> bool:
+    """The rank's container was created as planned and never started (a boot that stopped between its create and
+    start phases): it holds nothing, and the boot creates it again without being asked."""
+    found = next((c for c in docker.get("containers", []) if c.get("name") == rank["container_name"]), None)
+    return (
+        bool(found)
+        and found.get("state") == "created"
+        and ((found.get("labels") or {}).get(SPEC_LABEL) == rank["spec_sha256"])
+    )
+
+
 def _previous(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], replace: bool) -> dict[str, str]:
     name = rank["container_name"]
     found = next((c for c in docker.get("containers", []) if c.get("name") == name), None)
@@ -336,9 +334,7 @@ def _previous(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], rep
     state = found.get("state")
     if state == "running" and same:
         return _line("previous-container", host, PASS, f"{name} already runs exactly as planned: left alone")
-    if state == "created" and same:
-        # created as planned and never started (a boot that stopped between its create and start phases): it
-        # holds nothing, and the boot creates it again without being asked
+    if _created_as_planned(rank, docker):
         return _line("previous-container", host, PASS, f"{name} was created as planned, never started: created again")
     what = f"{name} is {state} with {'the planned' if same else 'another'} spec"
     if not same:

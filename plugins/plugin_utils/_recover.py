@@ -39,6 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import said as journal_said
+
 EVENT = "recover"
 CAUSES = (
     "not-answering",
@@ -162,6 +164,7 @@ def decide(
     memory: list[str] = []
     on_word: list[str] = []
     interrupted: list[str] = []
+    interrupted_hosts: list[str] = []
     exited: list[str] = []
     running: list[str] = []
     records: list[str] = []
@@ -172,13 +175,8 @@ def decide(
             (on_word if tripped.get("from_peer") else memory).append(_trip_line(host, tripped))
         journal = node.get("journal") or {}
         if journal.get("open"):
-            entry = journal.get("entry") or {}
-            interrupted.append(
-                f"{host}: a boot interrupted after {entry.get('updated_at') or entry.get('opened_at') or '?'} "
-                f"(by {entry.get('by') or '?'}) had paused {', '.join(entry.get('helpers') or []) or 'no helper'}"
-                + (f" and started {entry['rank']}" if entry.get("rank") else "")
-                + (f" (its journal cannot be read: {journal['error']})" if journal.get("error") else "")
-            )
+            interrupted.append(f"{host}: {journal_said(dict(journal))}")
+            interrupted_hosts.append(host)
         ranks = node.get("ranks") or {}
         for container in ranks.get("containers") or []:
             if container.get("running"):
@@ -237,7 +235,7 @@ def decide(
         "next_at": next_at,
         "clear_trip": clear_trip,
         # the nodes where an interrupted boot's journal is open: recover.yml undoes it there first, whatever it decides
-        "interrupted": sorted(h for h, n in nodes.items() if (n.get("journal") or {}).get("open")),
+        "interrupted": sorted(interrupted_hosts),
         "event_detail": f"attempt {attempt} of {settings.max_attempts}: {cause}: {summary}"[:480],
         "msg": report,
     }

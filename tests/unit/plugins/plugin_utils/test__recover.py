@@ -276,7 +276,8 @@ def test_an_interrupted_boot_is_undone_whatever_is_decided_then_booted_again() -
         ["spark-w1"],
     )
     assert decision["summary"] == (
-        "spark-w1: a boot interrupted after 2026-12-02T02:50:00Z (by ops@ctl) had paused comfy.service and started vllm"
+        "spark-w1: a boot interrupted after 2026-12-02T02:50:00Z (by ops@ctl) had paused comfy.service, armed the "
+        "memory guard (not switched) and started vllm"
     )
     facts["spark-w2"]["node"]["memguard"]["tripped"] = {"time_utc": "2026-12-02T02:49:00Z", "reason": "low"}
     refused = decide(facts, HOSTS, HEAD, NOW)
