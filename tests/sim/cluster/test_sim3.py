@@ -670,7 +670,7 @@ def test_a_window_whose_job_is_killed_still_restores_serving(sim3):
                 check.stdout.split()
             ), check.stdout[-4000:]
             node_sh("sim3-worker1", "dgxspark-memguard trip 'a trip by hand (window test)'")
-            out, _ = window.communicate(timeout=600)
+            out = window.communicate(timeout=600)[0]
         finally:
             if window.poll() is None:
                 os.killpg(window.pid, 9)
