@@ -332,6 +332,9 @@ def start_node(cluster: Cluster, rank: int, image: str) -> str:
         f"type=volume,src={cluster.volume(rank)},dst=/var/lib/docker",
         "--volume",
         f"{cluster.key.with_suffix('.pub')}:/root/.ssh/authorized_keys:ro",
+        # the login that is not root (sim/node/configure.sh): the same key
+        "--volume",
+        f"{cluster.key.with_suffix('.pub')}:/home/spark/.ssh/authorized_keys:ro",
     ]
     for cap in CAPABILITIES:
         argv += ["--cap-add", cap]

@@ -44,6 +44,17 @@ rm -f "$rootfs"/etc/ssh/ssh_host_*
 
 # root logs in with the cluster's key (bind-mounted to /root/.ssh/authorized_keys by sim-up).
 install -d -m 0700 "$rootfs/root/.ssh"
+# A login that is not root, as on a real Spark (its inventories connect as nvidia): "spark", uid 1000, with
+# password-less sudo and the same key (bind-mounted to /home/spark/.ssh/authorized_keys by sim-up). Not in the
+# docker group: the collection's become is what reaches the engine (the sim test of a non-root boot).
+grep -q '^spark:' "$rootfs/etc/group" || echo 'spark:x:1000:' >>"$rootfs/etc/group"
+grep -q '^spark:' "$rootfs/etc/passwd" || echo 'spark:x:1000:1000:spark:/home/spark:/bin/bash' >>"$rootfs/etc/passwd"
+grep -q '^spark:' "$rootfs/etc/shadow" || echo 'spark:*:20000:0:99999:7:::' >>"$rootfs/etc/shadow"
+install -d -m 0755 -o 1000 -g 1000 "$rootfs/home/spark"
+install -d -m 0700 -o 1000 -g 1000 "$rootfs/home/spark/.ssh"
+install -d -m 0750 "$rootfs/etc/sudoers.d"
+printf 'spark ALL=(ALL:ALL) NOPASSWD: ALL\n' >"$rootfs/etc/sudoers.d/spark"
+chmod 0440 "$rootfs/etc/sudoers.d/spark"
 # The inner dockerd keeps its images on a volume sim-up mounts here (overlay2 driver: the volume is the
 # host's ext4, not an overlay, so overlay mounts work inside the node as on a Spark).
 install -d -m 0710 "$rootfs/var/lib/docker"

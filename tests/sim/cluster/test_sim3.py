@@ -706,6 +706,33 @@ def test_a_window_whose_job_is_killed_still_restores_serving(sim3):
         playbook("playbooks/stop.yml")
 
 
+def test_boots_and_stops_as_a_login_that_is_not_root(sim3):
+    """A real Spark is reached as a user with sudo (nvidia), not as root: the sim nodes have "spark" (uid 1000,
+    password-less sudo, not in the docker group). Without become that login cannot even read the Docker engine;
+    the collection's tasks that need root ask for it themselves (become at the task level), so the boot, its
+    check and the stop work as that user, and the ranks run as root's containers do."""
+    hosts = [node["host"] for node in sim3["nodes"]]
+    as_spark = ("-e", "ansible_user=spark")
+    try:
+        who = ansible("ansible", "dgxspark", "-m", "ansible.builtin.command", "-a", "id -u", *as_spark)
+        assert who.returncode == 0 and who.stdout.count("| CHANGED | rc=0 >>\n1000") == 3, who.stdout + who.stderr
+        bare = ansible("ansible", "sim3-head", "-m", "dgxspark.cluster.node_facts", "-a", "sections=docker", *as_spark)
+        assert "permission denied on /var/run/docker.sock" in bare.stdout, bare.stdout[-3000:]
+        check = playbook("playbooks/boot.yml", "--check", *as_spark)
+        assert check.returncode == 0, check.stdout[-6000:] + check.stderr
+        booted = playbook("playbooks/boot.yml", *as_spark)
+        assert booted.returncode == 0, booted.stdout[-8000:] + booted.stderr
+        assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in booted.stdout
+        for host in hosts:
+            assert rank_containers(host) == {"vllm_dsv41": "running"}, host
+        stopped = playbook("playbooks/stop.yml", *as_spark)
+        assert stopped.returncode == 0, stopped.stdout[-6000:] + stopped.stderr
+        for host in hosts:
+            assert rank_containers(host) == {}, host
+    finally:
+        playbook("playbooks/stop.yml")
+
+
 def release_files(host: str) -> list[dict]:
     """The releases kept on a node (the head keeps them), each file's mode with its record."""
     listing = node_sh(host, "ls /var/lib/dgxspark-cluster/releases 2>/dev/null || true").stdout.split()

@@ -170,6 +170,8 @@ def inventory(state: pathlib.Path) -> str:
         "ansible_ssh_executable": str(state / "ssh"),
         "ansible_python_interpreter": sys.executable,
         "ansible_user": "nvidia",
+        # no sudo on this machine: a login that needs none (the tasks' become: true yields to the inventory's)
+        "ansible_become": False,
         # templated, as the sim inventories' key is: the stream's ssh gets the path Ansible's own ssh gets
         "ansible_ssh_private_key_file": "{{ inventory_dir }}/id_ed25519",
     }
