@@ -41,7 +41,8 @@ def monitor(
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """Sample until ``stop_file`` exists (it is removed then) or ``max_seconds`` have passed.
+    """Sample until ``stop_file`` exists or ``max_seconds`` have passed. The stop file is left where it is: whoever
+    made it removes it (bench.yml, once it has the samples), so that its maker never races the monitor's removal.
 
     ``query_gpu`` runs nvidia-smi's query (None: no GPU sampling) and returns (rc, stdout, stderr) or None
     when it timed out. Returns ``mem_available`` (``[[t, bytes], ...]``), ``gpu`` (``[[t, devices]]``),
@@ -73,10 +74,6 @@ def monitor(
                     gpu_error = f"could not read nvidia-smi's output: {error}"
         if os.path.exists(stop_file):
             stopped_by = "stop_file"
-            try:
-                os.unlink(stop_file)
-            except OSError:
-                pass
             break
         if now - started >= max_seconds:
             break

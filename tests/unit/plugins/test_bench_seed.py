@@ -159,7 +159,7 @@ def test_monitor_samples_until_the_stop_file(tmp_path: pathlib.Path) -> None:
             stop.write_text("")
 
     result = monitor(str(stop), 0.5, 2, 60, lambda: (0, query_csv, ""), lambda: 7 * GIB, lambda: next(clock), sleep)
-    assert result["stopped_by"] == "stop_file" and not stop.exists()
+    assert result["stopped_by"] == "stop_file" and stop.exists()  # left for its maker (bench.yml) to remove
     assert [value for _t, value in result["mem_available"]] == [7 * GIB] * 4
     assert len(result["gpu"]) == 2 and result["clock_latch"]["verdict"] == "not_judged"
 
