@@ -4,35 +4,62 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _image_transfer, _recover, _release_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import (
+    _image_transfer,
+    _recover,
+    _release_report,
+    _window,
+)
 
 
+def _said(needs: str, refused: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A filter's errors as Ansible shows them: a ValueError is the judgement's own refusal (``refused: ...``,
+    when the filter refuses at all); a missing key or a wrong type means the input is not what the filter
+    ``needs``."""
+
+    def wrap(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def filtered(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except ValueError as error:
+                if refused is None:
+                    raise AnsibleFilterError(f"dgxspark.cluster.{function.__name__}: needs {needs}: {error}") from None
+                raise AnsibleFilterError(f"{refused}: {error}") from None
+            except (KeyError, TypeError, AttributeError) as error:
+                raise AnsibleFilterError(f"dgxspark.cluster.{function.__name__}: needs {needs}: {error}") from None
+
+        return filtered
+
+    return wrap
+
+
+def _by_host(facts: Any, name: str) -> Mapping[str, Any]:
+    if not isinstance(facts, Mapping):
+        raise AnsibleFilterError(
+            f"dgxspark.cluster.{name}: needs node_facts' answers by host (a dict), found {type(facts).__name__}"
+        )
+    return facts
+
+
+@_said("the release module's answer")
 def release_report(result: Any, show: bool = False) -> list[str]:
-    try:
-        return _release_report.showing(result["release"]) if show else _release_report.listing(result)
-    except (KeyError, TypeError, AttributeError) as error:
-        raise AnsibleFilterError(
-            f"dgxspark.cluster.release_report: needs the release module's answer: {error}"
-        ) from None
+    return _release_report.showing(result["release"]) if show else _release_report.listing(result)
 
 
+@_said("the release module's answer", refused="rollback")
 def rollback_target(result: Any, head: str, containers: Any = None, wanted: str = "") -> str:
-    try:
-        spec = _release_report.head_spec(containers)
-        return _release_report.rollback_target(result, head, spec, wanted or "")
-    except ValueError as error:
-        raise AnsibleFilterError(f"rollback: {error}") from None
-    except (KeyError, TypeError, AttributeError) as error:
-        raise AnsibleFilterError(
-            f"dgxspark.cluster.rollback_target: needs the release module's answer: {error}"
-        ) from None
+    spec = _release_report.head_spec(containers)
+    return _release_report.rollback_target(result, head, spec, wanted or "")
 
 
+@_said("node_facts' answers by host")
 def image_plan(
     facts: Any,
     head: str,
@@ -41,14 +68,12 @@ def image_plan(
     profile_images: Any = None,
     pull: bool = False,
 ) -> dict[str, Any]:
-    try:
-        return _image_transfer.plan(
-            facts, head, list(hosts or []), release or "", dict(profile_images or {}) or None, bool(pull)
-        )
-    except (KeyError, TypeError, AttributeError, ValueError) as error:
-        raise AnsibleFilterError(f"dgxspark.cluster.image_plan: needs node_facts' answers by host: {error}") from None
+    return _image_transfer.plan(
+        facts, head, list(hosts or []), release or "", dict(profile_images or {}) or None, bool(pull)
+    )
 
 
+@_said("node_facts' answers by host", refused="recover")
 def recover_decision(
     facts: Any,
     hosts: Any,
@@ -60,26 +85,28 @@ def recover_decision(
     try_now: bool = False,
     reset: bool = False,
 ) -> dict[str, Any]:
-    if not isinstance(facts, Mapping):
-        raise AnsibleFilterError(
-            "dgxspark.cluster.recover_decision: needs node_facts' answers by host (a dict), "
-            f"found {type(facts).__name__}"
-        )
-    try:
-        settings = _recover.Settings(
-            max_attempts=int(max_attempts),
-            backoff_s=float(backoff_s),
-            after_memory_trip=bool(after_memory_trip),
-            try_now=bool(try_now),
-            reset=bool(reset),
-        )
-        return _recover.decide(facts, list(hosts or []), head, now, settings)
-    except ValueError as error:
-        raise AnsibleFilterError(f"recover: {error}") from None
-    except (KeyError, TypeError, AttributeError) as error:
-        raise AnsibleFilterError(
-            f"dgxspark.cluster.recover_decision: needs node_facts' answers by host: {error}"
-        ) from None
+    settings = _recover.Settings(
+        max_attempts=int(max_attempts),
+        backoff_s=float(backoff_s),
+        after_memory_trip=bool(after_memory_trip),
+        try_now=bool(try_now),
+        reset=bool(reset),
+    )
+    return _recover.decide(_by_host(facts, "recover_decision"), list(hosts or []), head, now, settings)
+
+
+@_said("node_facts' answers by host")
+def window_plan(facts: Any, hosts: Any, head: str, chosen: Any, name: str, image: str) -> dict[str, Any]:
+    # a survey's list is comma-separated text
+    chosen_hosts = (
+        [h.strip() for h in chosen.split(",") if h.strip()] if isinstance(chosen, str) else list(chosen or [])
+    )
+    return _window.plan(_by_host(facts, "window_plan"), list(hosts or []), head, chosen_hosts, str(name), str(image))
+
+
+@_said("the window jobs' answers by host")
+def window_closed(jobs: Any, served: bool = True) -> str:
+    return _window.closed({str(host): dict(job or {}) for host, job in dict(jobs or {}).items()}, bool(served))
 
 
 class FilterModule:
@@ -89,4 +116,6 @@ class FilterModule:
             "rollback_target": rollback_target,
             "image_plan": image_plan,
             "recover_decision": recover_decision,
+            "window_plan": window_plan,
+            "window_closed": window_closed,
         }

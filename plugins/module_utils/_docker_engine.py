@@ -92,12 +92,16 @@ class DockerEngine:
         except (OSError, http.client.HTTPException) as error:
             raise DockerEngineError(f"GET {url} on {self.path} failed: {error}") from None
 
-    def send(self, method: str, url: str) -> tuple[int, Any]:
-        """``method`` (POST, DELETE) on ``url`` without a body: (status, decoded JSON or None)."""
+    def send(self, method: str, url: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        """``method`` (POST, DELETE) on ``url``, with ``body`` as JSON when given: (status, decoded JSON or None)."""
+        payload = json.dumps(body).encode("utf-8") if body is not None else b""
+        headers = {"Accept": "application/json", "Content-Length": str(len(payload))}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         try:
-            self._connection.request(method, url, headers={"Accept": "application/json", "Content-Length": "0"})
+            self._connection.request(method, url, body=payload or None, headers=headers)
             response = self._connection.getresponse()
-            body = response.read()
+            answer = response.read()
         except socket.timeout:
             raise DockerEngineError(
                 f"the Docker engine did not answer {method} {url} within {self.timeout:g} s"
@@ -105,9 +109,9 @@ class DockerEngine:
         except (OSError, http.client.HTTPException) as error:
             raise DockerEngineError(f"{method} {url} on {self.path} failed: {error}") from None
         try:
-            return response.status, json.loads(body.decode("utf-8")) if body else None
+            return response.status, json.loads(answer.decode("utf-8")) if answer else None
         except ValueError:
-            return response.status, body.decode("utf-8", "replace")
+            return response.status, answer.decode("utf-8", "replace")
 
     def get_ok(self, url: str) -> Any:
         status, data = self.get(url)

@@ -36,7 +36,7 @@ class RankStopError(Exception):
     """A rank could not be stopped or removed, or the engine could not be asked."""
 
 
-def _list(engine: DockerEngine, label: str) -> list[Mapping[str, Any]]:
+def labelled(engine: DockerEngine, label: str) -> list[Mapping[str, Any]]:
     filters = quote(json.dumps({"label": [label]}), safe="")
     status, data = engine.get(f"/containers/json?all=1&filters={filters}")
     if status != 200 or not isinstance(data, list):
@@ -126,7 +126,7 @@ def rank_facts(
     if records_dir:
         facts["records"], facts["problems"] = newest_records(records_dir)
     try:
-        for item in sorted(_list(engine, label), key=lambda c: str((c.get("Labels") or {}).get(label))):
+        for item in sorted(labelled(engine, label), key=lambda c: str((c.get("Labels") or {}).get(label))):
             ident = str(item.get("Id"))
             inspect = inspect_container(engine, ident)
             if inspect is not None:  # else gone between the list and the look
@@ -171,7 +171,7 @@ def stop_ranks(
     cannot be stopped, or a rank still runs (or, with ``remove``, still exists) afterwards.
     """
     try:
-        found = _list(engine, label)
+        found = labelled(engine, label)
         ranks: list[dict[str, Any]] = []
         stopped: list[str] = []
         removed: list[str] = []
@@ -208,17 +208,17 @@ def stop_ranks(
                     record["removed"] = True
             ranks.append(record)
         if not check_mode:
-            left = _list(engine, label)
-            running = sorted(_name(c) for c in left if c.get("State") == "running")
+            left = labelled(engine, label)
+            running = sorted(listed_name(c) for c in left if c.get("State") == "running")
             if running:
                 raise RankStopError(f"still running after the stop: {', '.join(running)}")
             if remove and left:
-                raise RankStopError(f"still there after the removal: {', '.join(sorted(_name(c) for c in left))}")
+                raise RankStopError(f"still there after the removal: {', '.join(sorted(listed_name(c) for c in left))}")
     except DockerEngineError as error:
         raise RankStopError(f"the Docker engine could not be asked: {error}") from None
     return {"ranks": ranks, "stopped": stopped, "removed": removed, "changed": bool(stopped or removed)}
 
 
-def _name(item: Mapping[str, Any]) -> str:
+def listed_name(item: Mapping[str, Any]) -> str:
     names = item.get("Names") or []
     return str(names[0]).lstrip("/") if names else str(item.get("Id"))[:12]

@@ -55,6 +55,7 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import said as journal_said
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
+from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import WINDOW_LABEL
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import KEY_SECRET
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import engram_storage
@@ -76,6 +77,7 @@ CHECKS = (
     "docker",
     "mem-available",
     "previous-container",
+    "window-job",
     "image-present",
     "image-id",
     "guard-tripped",
@@ -175,6 +177,9 @@ def preflight(
         else:
             lines.append(_line("docker", host, PASS, f"Docker {(docker.get('engine') or {}).get('version')}"))
             lines.append(_previous(host, rank, docker, replace))
+            window = window_job_running(host, docker)
+            if window is not None:
+                lines.append(window)
             if _created_as_planned(rank, docker):
                 created.append(host)
             image_line, image_id = _image(host, rank, docker)
@@ -696,6 +701,25 @@ def _masked(value: str | None, secret: bool) -> str:
     if value is None:
         return UNSET
     return MASKED if secret else value
+
+
+def window_job_running(host: str, docker: Mapping[str, Any]) -> dict[str, str] | None:
+    """``window-job``: a job of the multimodal window (playbooks/window.yml, the ``dgxspark.cluster.window``
+    label) that runs on the node FAILs: inference and the window never overlap. None when none runs."""
+    running = sorted(
+        str(c.get("name"))
+        for c in docker.get("containers") or []
+        if WINDOW_LABEL in (c.get("labels") or {}) and c.get("state") == "running"
+    )
+    if not running:
+        return None
+    return _line(
+        "window-job",
+        host,
+        FAIL,
+        f"window job {', '.join(running)} runs here (playbooks/window.yml): inference and the window never overlap; "
+        "wait for it (window.yml boots the promoted release again after its job) or docker stop it",
+    )
 
 
 def _image(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:

@@ -17,6 +17,9 @@ Causes, in the order they are judged:
   (a memory trip needs a changed profile, through promote.yml, or an explicit override, which clears the trip).
 - ``interrupted-boot``: a boot whose controller died left its journal on a node (what it paused, armed and
   started). recover.yml undoes it first whatever it decides; then it boots the promoted release again.
+- ``interrupted-window``: the promoted release's last event opened a multimodal window (playbooks/window.yml) and
+  nothing followed: its controller died before serving was restored, and no rank runs. Booted again (the boot's
+  preflight FAILs while the window's job still runs: inference and the window never overlap).
 - ``rank-exit``: a rank container exited (its exit code and last log lines are the cause). Booted again.
 - ``attempt-failed``: no rank container is left and the last event is a recovery attempt: its boot failed (its
   undo removed the ranks; their records say why). Booted again.
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import said as journal_said
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _window
 
 EVENT = "recover"
 CAUSES = (
@@ -47,6 +51,7 @@ CAUSES = (
     "no-release",
     "memory",
     "interrupted-boot",
+    "interrupted-window",
     "rank-exit",
     "attempt-failed",
     "serving",
@@ -193,7 +198,8 @@ def decide(
             if not (nodes[host].get("ranks") or {}).get("containers"):
                 exited.append(f"{host}: no rank container, while other ranks run (the promoted release has one here)")
 
-    cause, action = _judge(silent, promoted, memory, interrupted, exited, running, done, settings)
+    window = _window.is_open(promoted) and not running
+    cause, action = _judge(silent, promoted, memory, interrupted, exited, running, done, settings, window)
     clear_trip = cause == "memory" and settings.after_memory_trip
     attempt = done + 1
     next_at = None
@@ -216,7 +222,7 @@ def decide(
     else:
         cause_line = _what(cause, action, clear_trip)
 
-    summary = _summary(cause, silent, memory, exited, interrupted)
+    summary = _summary(cause, silent, memory, exited, interrupted, promoted)
     report = [f"cause: {cause} - {summary}", f"decision: {action} - {cause_line}"]
     if promoted is not None:
         report.append(f"promoted release: {promoted['id']} (its last event: {_event(promoted.get('last_event'))})")
@@ -250,6 +256,7 @@ def _judge(
     running: list[str],
     done: int,
     settings: Settings,
+    window: bool = False,
 ) -> tuple[str, str]:
     if silent:
         return "not-answering", "refuse"
@@ -259,6 +266,8 @@ def _judge(
         return "memory", "boot" if settings.after_memory_trip else "refuse"
     if interrupted:
         return "interrupted-boot", "boot"
+    if window:
+        return "interrupted-window", "boot"
     if exited:
         return "rank-exit", "boot"
     if running:
@@ -268,7 +277,14 @@ def _judge(
     return "stopped", "none"
 
 
-def _summary(cause: str, silent: list[str], memory: list[str], exited: list[str], interrupted: list[str]) -> str:
+def _summary(
+    cause: str,
+    silent: list[str],
+    memory: list[str],
+    exited: list[str],
+    interrupted: list[str],
+    promoted: Mapping[str, Any] | None = None,
+) -> str:
     if cause == "not-answering":
         return f"cannot tell: {', '.join(silent)} could not be asked"
     if cause == "no-release":
@@ -277,6 +293,11 @@ def _summary(cause: str, silent: list[str], memory: list[str], exited: list[str]
         return memory[0]
     if cause == "interrupted-boot":
         return interrupted[0]
+    if cause == "interrupted-window":
+        return (
+            f"a window was opened ({_event((promoted or {}).get('last_event'))}) and never closed: its controller "
+            "stopped before serving was restored"
+        )
     if cause == "rank-exit":
         return exited[0]
     if cause == "attempt-failed":

@@ -98,7 +98,19 @@ def test_awx_import_creates_everything(caplog: pytest.LogCaptureFixture) -> None
         assert len(heads) == 1, f"{name}: the head group holds one host, found {heads}"
 
     templates = {t["name"]: t for t in awx.find("job_templates")}
-    names = ("preflight", "boot", "stop", "bench", "compare", "releases", "rollback", "promote", "images", "recover")
+    names = (
+        "preflight",
+        "boot",
+        "stop",
+        "bench",
+        "compare",
+        "releases",
+        "rollback",
+        "promote",
+        "images",
+        "recover",
+        "window",
+    )
     expected = {f"dgxspark {t}": f"playbooks/{t}.yml" for t in names}
     assert {n: t["playbook"] for n, t in templates.items()} == expected
     for name, template in templates.items():

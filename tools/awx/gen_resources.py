@@ -94,6 +94,12 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
         "After a guard trip or a rank exit: state the cause from every node, and boot the promoted release again "
         "when it is not memory, a bounded number of times with backoff (fit for a schedule).",
     ),
+    "window": (
+        "playbooks/window.yml",
+        ((PLAYBOOK_SPEC, "window"), BOOT_SPEC),
+        "The multimodal window: stop serving, run one job (an image and its command) with the memory guard watching "
+        "it, then boot the promoted release again and verify it serves; a failed job still gets serving restored.",
+    ),
     "promote": (
         "playbooks/promote.yml",
         ((PLAYBOOK_SPEC, "promote"), (PLAYBOOK_SPEC, "bench"), BOOT_SPEC),
@@ -103,7 +109,6 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
 }
 # The workflow: each node runs on the success of the one before it.
 WORKFLOW = ("preflight", "boot", "bench", "promote")
-# Later (issue 14): the window template, when that playbook exists (see NOTE_LATER in the file's header).
 
 SURVEY_RULES = """\
 Survey questions are made from the argument specs of what each playbook runs (its own first, then
@@ -119,10 +124,6 @@ Survey questions are made from the argument specs of what each playbook runs (it
   (every template prompts for them). Nor has a variable the playbook sets itself (set_fact: rollback.yml
   sets the boot's boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable
   would take its place."""
-
-NOTE_LATER = """\
-Later: a job template for window goes under job_templates when that playbook exists
-(playbooks/window.yml)."""
 
 
 def _org_key() -> dict[str, Any]:
@@ -234,9 +235,9 @@ def question(name: str, option: dict[str, Any]) -> dict[str, Any] | None:
             q.update(type="password" if option.get("no_log") else "text", default=default)
     elif kind == "list" and elements in ("str", "int"):
         if choices:
-            q.update(type="multiselect", choices=[str(c) for c in choices], default="\n".join(map(str, default)))
+            q.update(type="multiselect", choices=[str(c) for c in choices], default="\n".join(map(str, default or [])))
         else:
-            q.update(type="text", default=",".join(map(str, default)))
+            q.update(type="text", default=",".join(map(str, default or [])))
             q["question_description"] += " Comma-separated."
     else:
         raise ValueError(f"{name}: no survey type for type {kind!r} (elements {elements!r}); extend SURVEY_RULES")
@@ -439,8 +440,6 @@ def render() -> str:
         f"#   {CREDENTIAL!r}, type Machine, organization {ORGANIZATION!r}.",
         "#",
         *(f"# {line}" if line else "#" for line in SURVEY_RULES.splitlines()),
-        "#",
-        *(f"# {line}" for line in NOTE_LATER.splitlines()),
     ]
     body = yaml.dump(resources(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
     return "\n".join(header) + "\n---\n" + body

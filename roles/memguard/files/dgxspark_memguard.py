@@ -28,7 +28,8 @@ long the last load's startup ran: up to the next phase switch, the boot's own sw
 one) until the next load, for the boot and its preflight to report.
 
 The serving container is found by its name AND the collection's label (``dgxspark.cluster.rank``) and
-stopped by its full ID, so a name Docker could read as another container's ID prefix stops nothing.
+stopped by its full ID, so a name Docker could read as another container's ID prefix stops nothing. A window
+job's container (``playbooks/window.yml``: the ``dgxspark.cluster.window`` label) that runs is stopped too.
 
 One thread does everything, with the sampling clock in charge: it waits on a selector for the control
 socket, the peer listener and their open connections, never longer than the next sample, and each
@@ -82,6 +83,8 @@ STOP_RETRY_S = 5.0  # a stop that failed (engine not answering) is tried again t
 IDLE_INTERVAL = 2.0
 # The label the collection's plan puts on every rank: a container without it is never stopped.
 RANK_LABEL = "dgxspark.cluster.rank"
+# The label of a window job's container (playbooks/window.yml): the guard stops it too when it trips.
+WINDOW_LABEL = "dgxspark.cluster.window"
 # Docker's own rule for container names; anything else is refused by the configuration check.
 CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
 CONTAINER_ID = re.compile(r"[0-9a-f]{64}")
@@ -316,18 +319,9 @@ class DockerStopper:
 
     def find(self) -> tuple[str | None, str]:
         """(the full ID of the container named ``container`` with the label, or None; what was found)."""
-        filters = quote(json.dumps({"name": [self.container], "label": [self.label]}), safe="")
-        status, body = self._request("GET", f"/containers/json?all=1&filters={filters}", 10)
-        if status != 200:
-            raise ValueError(f"the engine answered HTTP {status} to the list of containers")
-        try:
-            listed = json.loads(body.decode())
-        except (UnicodeDecodeError, ValueError):
-            raise ValueError("the engine's list of containers is not JSON") from None
-        if not isinstance(listed, list):
-            raise ValueError("the engine's list of containers is not a list")
+        listed = self._listed({"name": [self.container], "label": [self.label]})
         # the engine's name filter matches parts of names: only the exact name counts, and only with the label
-        named = [c for c in listed if isinstance(c, dict) and f"/{self.container}" in (c.get("Names") or [])]
+        named = [c for c in listed if f"/{self.container}" in (c.get("Names") or [])]
         ours = [c for c in named if self.label in (c.get("Labels") or {})]
         if not ours:
             if named:
@@ -338,15 +332,27 @@ class DockerStopper:
             raise ValueError(f"the engine gave container {self.container} an ID that is not 64 hex digits")
         return ident, "found"
 
-    def stop(self) -> dict[str, Any]:
-        started = time.monotonic()
+    def _listed(self, filters: dict[str, list[str]]) -> list[dict[str, Any]]:
+        query = quote(json.dumps(filters), safe="")
+        status, body = self._request("GET", f"/containers/json?all=1&filters={query}", 10)
+        if status != 200:
+            raise ValueError(f"the engine answered HTTP {status} to the list of containers")
         try:
-            ident, found = self.find()
-        except (OSError, http.client.HTTPException, ValueError) as error:
-            return {"action": "stop", "ok": False, "error": f"find: {error}"}
-        if ident is None:
-            # nothing of ours to stop; a container of that name without the label is someone else's
-            return {"action": "stop", "ok": found == "no such container", "outcome": found}
+            listed = json.loads(body.decode())
+        except (UnicodeDecodeError, ValueError):
+            raise ValueError("the engine's list of containers is not JSON") from None
+        if not isinstance(listed, list):
+            raise ValueError("the engine's list of containers is not a list")
+        return [c for c in listed if isinstance(c, dict)]
+
+    def windows(self) -> list[str]:
+        """The full IDs of the running window jobs' containers (the ``dgxspark.cluster.window`` label)."""
+        listed = self._listed({"label": [WINDOW_LABEL], "status": ["running"]})
+        ours = [c for c in listed if WINDOW_LABEL in (c.get("Labels") or {}) and c.get("State") == "running"]
+        return [str(c.get("Id", "")) for c in ours if CONTAINER_ID.fullmatch(str(c.get("Id", "")))]
+
+    def _stop_id(self, ident: str, started: float) -> dict[str, Any]:
+        """Stop the container ``ident`` (a full ID): ``stop``, and ``kill`` when the stop is not answered."""
         try:
             status, _body = self._request(
                 "POST", f"/containers/{ident}/stop?t={int(self.timeout_s)}", self.timeout_s + 10
@@ -373,6 +379,28 @@ class DockerStopper:
             "outcome": outcome,
             "seconds": round(time.monotonic() - started, 3),
         }
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the serving container, and every window job that runs (``windows``, when there was one)."""
+        started = time.monotonic()
+        try:
+            ident, found = self.find()
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            result: dict[str, Any] = {"action": "stop", "ok": False, "error": f"find: {error}"}
+        else:
+            if ident is None:
+                # nothing of ours to stop; a container of that name without the label is someone else's
+                result = {"action": "stop", "ok": found == "no such container", "outcome": found}
+            else:
+                result = self._stop_id(ident, started)
+        try:
+            windows = [self._stop_id(ident, started) for ident in self.windows()]
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            windows = [{"action": "stop", "ok": False, "error": f"find window jobs: {error}"}]
+        if windows:
+            result["windows"] = windows
+            result["ok"] = bool(result["ok"]) and all(w["ok"] for w in windows)
+        return result
 
 
 # ----------------------------------------------------------------------------- peers

@@ -8,6 +8,7 @@ the cluster down and checks that nothing of it is left.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import itertools
 import json
@@ -609,6 +610,98 @@ def test_an_interrupted_boot_is_found_and_undone(sim3):
             assert node_sh(host, f"systemctl is-active {HELPER}").stdout.strip() == "active", host
             assert node_sh(host, f"test -e {JOURNAL} && echo left", check=False).stdout.strip() == "", host
             assert rank_containers(host) == {}, host
+    finally:
+        playbook("playbooks/stop.yml")
+
+
+WINDOW_RECORDS = "/var/log/dgxspark-cluster/windows"
+
+
+def docker_time(text: str) -> float:
+    """Docker's RFC 3339 time (up to nine fraction digits) in seconds since the epoch."""
+    whole, _dot, fraction = text.rstrip("Z").partition(".")
+    seconds = datetime.datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.UTC)
+    return seconds.timestamp() + float(f"0.{fraction or 0}")
+
+
+def test_a_window_whose_job_is_killed_still_restores_serving(sim3):
+    """window.yml on a serving sim3: serving stops, a job runs on worker1 with its guard watching (steady); while it
+    runs the boot's preflight FAILs window-job; a trip of worker1's guard stops the job (killed), and the promoted
+    release is booted again anyway (the trip the job caused cleared), the window closed in the history, and the run
+    fails afterwards because the job did not succeed. Inference and the window never overlapped: the old ranks
+    ended before the job started, the new ones started after it ended."""
+    hosts = [node["host"] for node in sim3["nodes"]]
+    try:
+        assert playbook("playbooks/boot.yml").returncode == 0
+        window = subprocess.Popen(
+            [
+                ansible_bin("ansible-playbook"),
+                "playbooks/window.yml",
+                "-i",
+                "inventories/sim3",
+                "-e",
+                "window_image=dgxspark-sim/engine:latest",
+                "-e",
+                "window_name=captions",
+                "-e",
+                '{"window_command": ["sh", "-c", "echo captioning; sleep 120"], "window_hosts": ["sim3-worker1"],'
+                ' "window_gpus": false, "window_progress_s": 2, "window_timeout_s": 300}',
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while rank_containers("sim3-worker1", "dgxspark-window-captions") != {
+                "dgxspark-window-captions": "running"
+            }:
+                assert window.poll() is None, f"window.yml ended ({window.returncode}) before its job ran"
+                assert time.monotonic() < deadline, "the window's job never ran"
+                time.sleep(0.5)
+            for host in hosts:
+                assert rank_containers(host) == {}, host  # serving stopped before the job started
+            assert guard_phase("sim3-worker1")["phase"] == "steady" and guard_phase("sim3-head")["phase"] == "idle"
+            check = playbook("playbooks/boot.yml", "--check")
+            assert check.returncode != 0
+            assert "FAIL window-job sim3-worker1 window job dgxspark-window-captions runs here" in " ".join(
+                check.stdout.split()
+            ), check.stdout[-4000:]
+            node_sh("sim3-worker1", "dgxspark-memguard trip 'a trip by hand (window test)'")
+            out = window.communicate(timeout=600)[0]
+        finally:
+            if window.poll() is None:
+                os.killpg(window.pid, 9)
+                window.wait()
+        flat = " ".join(out.split())
+        assert window.returncode != 0, flat[-4000:]
+        assert "window job captions (dgxspark-sim/engine:latest) was killed (SIG" in flat, flat[-6000:]
+        assert "captioning" in flat  # the job's log tail
+        assert "window: serving restored, but the job did not succeed - closed: sim3-worker1: killed" in flat
+        assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in out  # the restore's smoke completion
+        for host in hosts:
+            assert rank_containers(host) == {"vllm_dsv41": "running"}, host
+            assert not guard_phase(host).get("tripped"), host  # the job's trip, cleared by the restore
+        opened, served, closed = promoted_history()[-3:]
+        assert (opened["event"], served["event"], closed["event"]) == ("window", "served again", "window")
+        assert opened["detail"].startswith("opened: job captions (dgxspark-sim/engine:latest) on sim3-worker1")
+        assert (
+            closed["detail"].startswith("closed: sim3-worker1: killed (exit code 1")
+            and "served again" in closed["detail"]
+        )
+        [record] = [
+            json.loads(node_sh("sim3-worker1", f"cat {WINDOW_RECORDS}/{name}").stdout)
+            for name in node_sh("sim3-worker1", f"ls {WINDOW_RECORDS}").stdout.split()
+            if name.startswith("dgxspark-window-captions-")
+        ][-1:]
+        assert record["outcome"] == "killed" and "captioning" in record["log_tail"]
+        assert node_sh("sim3-worker1", f"stat -c %a {WINDOW_RECORDS}").stdout.strip() == "700"
+        assert rank_containers("sim3-worker1", "dgxspark-window-captions") == {}  # removed once kept
+        ended = max(docker_time(r["finished_at"]) for host in hosts for r in rank_records(host)[-1:])
+        job_started, job_ended = docker_time(record["started_at"]), docker_time(record["finished_at"])
+        assert ended <= job_started and all(job_ended <= started_at(host) for host in hosts)
     finally:
         playbook("playbooks/stop.yml")
 

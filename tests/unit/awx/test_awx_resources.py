@@ -35,6 +35,8 @@ SPECS = {
     "dgxspark images": ("playbooks/images.yml", [(PLAYBOOK, "images")]),
     # recover.yml imports boot.yml
     "dgxspark recover": ("playbooks/recover.yml", [(PLAYBOOK, "recover"), BOOT]),
+    # window.yml imports boot.yml
+    "dgxspark window": ("playbooks/window.yml", [(PLAYBOOK, "window"), BOOT]),
     # promote.yml imports boot.yml, bench.yml and rollback.yml
     "dgxspark promote": ("playbooks/promote.yml", [(PLAYBOOK, "promote"), (PLAYBOOK, "bench"), BOOT]),
 }
@@ -220,6 +222,27 @@ def _literal(expression: str) -> tuple[bool, Any]:
         ),
         # dgxspark_release is what it sets for the rollback it may import, not a variable it reads
         ("promote", "playbooks/promote.yml", ("dgxspark_candidate", "dgxspark_promote_", "boot_releases_dir")),
+        # the operator's variables (its own facts and play variables are named window_ too)
+        (
+            "window",
+            "playbooks/window.yml",
+            tuple(
+                f"window_{name}"
+                for name in (
+                    "image",
+                    "command",
+                    "name",
+                    "hosts",
+                    "env",
+                    "volumes",
+                    "gpus",
+                    "network_mode",
+                    "timeout_s",
+                    "progress_s",
+                )
+            )
+            + ("boot_head_group", "boot_releases_dir"),
+        ),
     ],
 )
 def test_playbook_spec_equals_playbook(entry: str, playbook: str, prefixes: tuple[str, ...]) -> None:
@@ -233,8 +256,9 @@ def test_playbook_spec_equals_playbook(entry: str, playbook: str, prefixes: tupl
     assert set(options) == read, f"{playbook} reads {sorted(read)}; the spec has {sorted(options)}"
     problems = []
     for name, option in options.items():
-        if name in play_vars:
-            defaults = [(True, play_vars[name])]
+        if name in play_vars:  # a play variable computed by a template is no literal default
+            value = play_vars[name]
+            defaults = [(not (isinstance(value, str) and "{{" in value), value)]
         else:
             defaults = [_literal(expression) for expression in _defaults_in(text, name)]
         literal = [value for is_literal, value in defaults if is_literal]

@@ -109,8 +109,10 @@ def test_the_engine_says_no_such_container(
     daemon.ask({"command": "phase", "phase": "steady"})
     write_meminfo(pathlib.Path(settings["meminfo_path"]), 2 * GIB)
     assert wait_for(lambda: daemon.state()["tripped"], GRACE + 2 * INTERVAL + SLACK)
-    [(method, url)] = docker.calls()
+    # the serving container looked up by name and label, then the window jobs by theirs: nothing to stop
+    [(method, url), (method_windows, url_windows)] = docker.calls()
     assert method == "GET" and "vllm_dsv41.x" in urllib.parse.unquote(url)
+    assert method_windows == "GET" and "dgxspark.cluster.window" in urllib.parse.unquote(url_windows)
     assert daemon.state()["tripped"]["stop"] == {"action": "stop", "ok": True, "outcome": "no such container"}
 
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from daemon_rig import GRACE, INTERVAL, KEY, LOW, SERVING_ID, SLACK, STOP, container, free_ports, wait_for
@@ -488,6 +489,46 @@ def test_the_exact_name_among_similar_ones(memguard: ModuleType, sockdir: pathli
         docker.containers = [container("vllm_dsv41_old", "ab" * 32), container("vllm_dsv41", SERVING_ID)]
         result = memguard.DockerStopper(str(sockdir / "docker.sock"), "vllm_dsv41", 5).stop()
         assert result["ok"] is True and result["id"] == SERVING_ID and docker.stops() == [STOP]
+    finally:
+        docker.close()
+
+
+def test_a_running_window_job_is_stopped_with_the_serving_container(
+    memguard: ModuleType, sockdir: pathlib.Path
+) -> None:
+    """playbooks/window.yml runs a job while nothing serves: the guard watching it stops it on a trip (by its ID,
+    found by the window label); an exited window container, or a running one without the label, is left alone."""
+    from daemon_rig import FakeEngine
+
+    window_id, exited_id, other_id = "c1" * 32, "c2" * 32, "c3" * 32
+    docker = FakeEngine(sockdir / "docker.sock")
+    try:
+        docker.containers = [
+            {
+                "Id": window_id,
+                "Names": ["/dgxspark-window-captions"],
+                "State": "running",
+                "Labels": {"dgxspark.cluster.window": "captions"},
+            },
+            {
+                "Id": exited_id,
+                "Names": ["/dgxspark-window-old"],
+                "State": "exited",
+                "Labels": {"dgxspark.cluster.window": "old"},
+            },
+            {"Id": other_id, "Names": ["/someone-elses"], "State": "running", "Labels": {}},
+        ]
+        result = memguard.DockerStopper(str(sockdir / "docker.sock"), "vllm_dsv41", 5).stop()
+        assert result["outcome"] == "no such container"  # nothing serves during a window
+        assert [w["id"] for w in result["windows"]] == [window_id] and result["ok"] is True
+        assert docker.stops() == [("POST", f"/containers/{window_id}/stop?t=5")]
+        assert any("dgxspark.cluster.window" in unquote(path) for _m, path in docker.calls())
+
+        docker.containers.append(container("vllm_dsv41", SERVING_ID))
+        docker.requests.clear()
+        both = memguard.DockerStopper(str(sockdir / "docker.sock"), "vllm_dsv41", 5).stop()
+        assert both["id"] == SERVING_ID and both["windows"][0]["outcome"] == "stopped"
+        assert docker.stops() == [STOP, ("POST", f"/containers/{window_id}/stop?t=5")]
     finally:
         docker.close()
 

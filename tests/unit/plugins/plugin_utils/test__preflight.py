@@ -1016,3 +1016,19 @@ def test_engram_on_the_heads_nfs_export_stops_the_boot_and_can_be_skipped(tmp_pa
     skipped = preflight(nodes, SPARK8_PLAN, SPARK8_PROFILE.data, skip=["engram-nvme"])
     assert not [line for line in skipped["failures"] if line["check"] == "engram-nvme"]
     assert by(skipped, "engram-nvme", "spark-w3")["message"].startswith("skipped on purpose (would be FAIL: ")
+
+
+def test_a_window_job_that_runs_fails_the_preflight_and_one_that_ended_does_not() -> None:
+    """playbooks/window.yml: inference and the window never overlap, whatever starts the ranks (boot, rollback,
+    recover)."""
+    job = {"name": "dgxspark-window-captions", "state": "running", "labels": {"dgxspark.cluster.window": "captions"}}
+    ended = {**job, "name": "dgxspark-window-old", "state": "exited"}
+    result = preflight(
+        facts(**{"spark-w1": node(1, containers=[job]), "spark-w2": node(2, containers=[ended])}), PLAN, PROFILE.data
+    )
+    assert "window-job" in CHECKS
+    failed = {(line["check"], line["host"]): line["message"] for line in result["failures"]}
+    assert failed[("window-job", "spark-w1")].startswith(
+        "window job dgxspark-window-captions runs here (playbooks/window.yml): inference and the window never overlap"
+    )
+    assert not [line for line in result["lines"] if line["check"] == "window-job" and line["host"] != "spark-w1"]

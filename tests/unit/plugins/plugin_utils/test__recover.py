@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._recover import (
-    CAUSES,
     Settings,
     decide,
     previous_attempts,
@@ -249,19 +248,6 @@ def test_now_must_be_a_time() -> None:
         decide(cluster(), HOSTS, HEAD, "soon")
 
 
-def test_every_cause_is_named() -> None:
-    assert CAUSES == (
-        "not-answering",
-        "no-release",
-        "memory",
-        "interrupted-boot",
-        "rank-exit",
-        "attempt-failed",
-        "serving",
-        "stopped",
-    )
-
-
 def test_an_interrupted_boot_is_undone_whatever_is_decided_then_booted_again() -> None:
     facts = cluster()
     facts["spark-w1"]["node"]["journal"] = {
@@ -282,3 +268,30 @@ def test_an_interrupted_boot_is_undone_whatever_is_decided_then_booted_again() -
     facts["spark-w2"]["node"]["memguard"]["tripped"] = {"time_utc": "2026-12-02T02:49:00Z", "reason": "low"}
     refused = decide(facts, HOSTS, HEAD, NOW)
     assert (refused["cause"], refused["action"], refused["interrupted"]) == ("memory", "refuse", ["spark-w1"])
+
+
+def test_a_window_whose_controller_died_is_booted_again() -> None:
+    """window.yml opened a window (its history says so), stopped every rank and never came back."""
+    opened = {
+        "event": "window",
+        "at": "2026-12-02T02:00:00Z",
+        "by": "ops",
+        "detail": "opened: job captions (captioner:1) on spark-head; serving stops",
+    }
+
+    def stopped(last_event: dict[str, Any]) -> dict[str, Any]:
+        facts = cluster(last_event=last_event)
+        for host in HOSTS:
+            facts[host]["node"]["ranks"]["containers"] = []  # window.yml removed them
+        return facts
+
+    decision = decide(stopped(opened), HOSTS, HEAD, NOW)
+    assert (decision["cause"], decision["action"]) == ("interrupted-window", "boot")
+    assert decision["summary"] == (
+        "a window was opened (window at 2026-12-02T02:00:00Z (opened: job captions (captioner:1) on spark-head; "
+        "serving stops)) and never closed: its controller stopped before serving was restored"
+    )
+    closed = {**opened, "detail": "closed: spark-head: succeeded; served again"}
+    assert decide(stopped(closed), HOSTS, HEAD, NOW)["cause"] == "stopped"
+    # ranks that run again are judged as ever (a window that was restored by hand)
+    assert decide(cluster(running=True, last_event=opened), HOSTS, HEAD, NOW)["cause"] == "serving"

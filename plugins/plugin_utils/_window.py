@@ -1,0 +1,134 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The multimodal window (``playbooks/window.yml``, docs/releases.md "The window"): may it open, judged on the
+controller from one ``node_facts`` look at every node, before anything is stopped.
+
+A window stops serving, runs one job (a container image and its command) on chosen nodes with the memory guard
+watching it, and boots the promoted release again. Everything the restore needs is checked first, so that a
+window never stops a cluster it could not bring back:
+
+- every node answers, and its Docker engine too;
+- the head holds a promoted release (what is booted again afterwards);
+- no memory guard is tripped (the boot's preflight would refuse to restore; a trip is cleared on purpose first);
+- no window job runs already (one window at a time);
+- the job's image is on every chosen node (a window never pulls; playbooks/images.yml puts it there);
+- the job's name and nodes are valid.
+
+The window is recorded in the promoted release's history: a ``window`` event "opened: ..." before serving stops,
+and "closed: ..." once it serves again. recover.yml reads an open window (a controller that died in it) as a
+cause to boot the promoted release again. No Ansible imports; the ``dgxspark.cluster.window_plan`` filter calls
+:func:`plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import NAME, WINDOW_LABEL, container_name
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image
+
+EVENT = "window"
+OPENED = "opened: "
+CLOSED = "closed: "
+
+
+def is_open(release: Mapping[str, Any] | None) -> bool:
+    """The release's last event opened a window that never closed (its controller died in it)."""
+    last = (release or {}).get("last_event") or {}
+    return last.get("event") == EVENT and str(last.get("detail") or "").startswith(OPENED)
+
+
+def plan(
+    facts: Mapping[str, Any],
+    hosts: Sequence[str],
+    head: str,
+    chosen: Sequence[str],
+    name: str,
+    image: str,
+) -> dict[str, Any]:
+    """May the window open? ``facts``: host to its registered ``node_facts`` answer (``docker``, ``memguard`` and,
+    on the head, ``releases``); ``hosts``: every node; ``chosen``: where the job runs; ``name``, ``image``: the
+    job's. Returns ``ok``, ``problems`` (why not), ``release`` (the promoted release's id), ``serving`` (the
+    nodes whose ranks run), ``hosts`` (the chosen ones), ``container``, ``opened`` (the history entry) and
+    ``msg`` (the report's lines)."""
+    problems: list[str] = []
+    chosen = list(dict.fromkeys(chosen))
+    if not chosen:
+        problems.append("window_hosts: name at least one node to run the job on")
+    unknown = [host for host in chosen if host not in hosts]
+    if unknown:
+        problems.append(f"window_hosts: {', '.join(unknown)} not a node of this cluster ({', '.join(hosts)})")
+    if not NAME.match(name):
+        problems.append(f"window_name: 1-48 of a-z, 0-9, '_', '.', '-' (first a letter or digit), found {name!r}")
+    if not image.strip():
+        problems.append("window_image: the job's image is required")
+    nodes: dict[str, Mapping[str, Any]] = {}
+    for host in hosts:
+        answer = facts.get(host) or {}
+        node = answer.get("node") if isinstance(answer, Mapping) else None
+        if answer.get("unreachable") or answer.get("failed") or not isinstance(node, Mapping):
+            why = str(answer.get("msg") or "no answer").splitlines() or ["no answer"]
+            problems.append(f"{host}: not answering ({why[0]}): a window must be able to restore every node")
+            continue
+        docker = node.get("docker") or {}
+        if not docker.get("present"):
+            problems.append(f"{host}: its Docker engine does not answer: {docker.get('error')}")
+            continue
+        nodes[host] = node
+    serving: list[str] = []
+    for host, node in nodes.items():
+        docker = node.get("docker") or {}
+        containers = docker.get("containers") or []
+        running = [c for c in containers if c.get("state") == "running"]
+        if any(WINDOW_LABEL in (c.get("labels") or {}) for c in running):
+            jobs = ", ".join(sorted(str(c.get("name")) for c in running if WINDOW_LABEL in (c.get("labels") or {})))
+            problems.append(f"{host}: window job {jobs} still runs: one window at a time")
+        if any("dgxspark.cluster.rank" in (c.get("labels") or {}) for c in running):
+            serving.append(host)
+        tripped = (node.get("memguard") or {}).get("tripped")
+        if isinstance(tripped, Mapping):
+            problems.append(
+                f"{host}: its memory guard is tripped ({tripped.get('time_utc') or tripped.get('time')}: "
+                f"{tripped.get('reason')}): serving could not be restored after the window; clear it first "
+                "(the memguard role's clear entry point, or a boot with -e boot_clear_trip=true)"
+            )
+        if host in chosen and image.strip() and find_image(docker.get("images") or [], image) is None:
+            problems.append(
+                f"{host}: image {image} is not here (a window never pulls: playbooks/images.yml puts an image on "
+                "the nodes)"
+            )
+    releases = (nodes.get(head) or {}).get("releases") or {}
+    promoted_id = releases.get("promoted")
+    promoted = next((r for r in releases.get("releases") or [] if r.get("id") == promoted_id), None)
+    if head in nodes and promoted is None:
+        problems.append(
+            f"{head}: no promoted release: nothing to boot again after the window (boot.yml records the first one)"
+        )
+    where = ", ".join(chosen) or "no node"
+    opened = f"{OPENED}job {name} ({image}) on {where}; serving stops"
+    msg = [
+        f"window: job {name} ({image}) on {where}, then release {promoted_id} booted again"
+        + (f"; serving now on {', '.join(serving)} stops first" if serving else "; nothing serves now"),
+    ]
+    msg += [f"refused: {problem}" for problem in problems]
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "release": promoted_id,
+        "serving": sorted(serving),
+        "hosts": chosen,
+        "container": container_name(name),
+        "opened": opened[:480],
+        "msg": msg,
+    }
+
+
+def closed(jobs: Mapping[str, Mapping[str, Any]], served: bool) -> str:
+    """The history entry that closes the window: each node's job outcome, and whether serving came back."""
+    said = "; ".join(
+        f"{host}: {job.get('outcome') or 'not run'}"
+        + (f" (exit code {job.get('exit_code')})" if job.get("exit_code") not in (None, 0) else "")
+        for host, job in sorted(jobs.items())
+    )
+    return f"{CLOSED}{said or 'no job ran'}; {'served again' if served else 'serving NOT restored'}"[:480]
