@@ -7,7 +7,9 @@ sysfs are read under ``proc_root``/``sys_root`` so a test can point them at a fi
 at most (``nvidia-smi``, ``systemctl show`` and ``ip -j -4 addr show``, one call each); the Docker engine is
 asked over its socket; the memory guard is read from its files (never asked), listening sockets from
 /proc/net/tcp and tcp6, the IPv4 default routes from /proc/net/route, the ``files`` asked for are stat'ed and
-hashed, and the weights directory's files are listed and hashed within a time budget (``_weights_manifest``).
+hashed, the weights directory's files are listed and hashed within a time budget (``_weights_manifest``) and the
+KV-relevant keys of its config.json read (``_model_config``), and the mount and block devices of the weights path
+and ``disk_paths`` come from /proc/self/mountinfo and /sys/class/block (``_storage``).
 A missing tool or device is a fact (``present: false`` with an ``error``); an unexpected read error is
 reported in ``problems`` and leaves the value null. Nothing is changed on the node but the ``weights``
 section's own cache of the hashes it took (never in check mode).
@@ -38,6 +40,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state i
     DEFAULT_TRIP_PATH,
     memguard_facts,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._model_config import model_configs
 from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi import (
     failure_message,
     parse_query_csv,
@@ -61,6 +64,12 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import 
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._releases import facts as releases_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sockets import listening_facts
+from ansible_collections.dgxspark.cluster.plugins.module_utils._storage import (
+    BlockDevices,
+    Mount,
+    parse_mountinfo,
+    storage_facts,
+)
 from ansible_collections.dgxspark.cluster.plugins.module_utils._sysfs import SysfsReader, default_fabric_interfaces
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import PROPERTIES, parse_show, show_argv
 from ansible_collections.dgxspark.cluster.plugins.module_utils._weights_manifest import (
@@ -152,6 +161,9 @@ class Options:
     container_name: str | None = DEFAULT_CONTAINER_NAME
     fabric_interfaces: tuple[str, ...] | None = None
     weights_path: str | None = None
+    disk_paths: tuple[str, ...] = ()
+    """Paths besides ``weights_path`` whose mount and block devices ``disk`` reports (``disk.mounts``): the
+    directory Engram on disk reads, when it is not the weights (seed 002 section 5.2: local NVMe)."""
     services: tuple[str, ...] = ()
     timeout: float = 20.0
     memguard_state_path: str = DEFAULT_STATE_PATH
@@ -488,8 +500,18 @@ class _Gatherer:
     # ------------------------------------------------------------ disk
     def disk(self) -> dict[str, Any]:
         path = self.options.weights_path
-        if not path:
-            return {"path": None}
+        facts: dict[str, Any] = {"path": None}
+        if path:
+            facts = self.free_space(path)
+        wanted = [p for p in (path, *self.options.disk_paths) if p]
+        if wanted:
+            mounts = self.mount_table()
+            devices = BlockDevices(self.files, self.options.sys_root, "disk")
+            facts["mounts"] = {p: storage_facts(p, mounts, devices) for p in dict.fromkeys(wanted)}
+        return facts
+
+    def free_space(self, path: str) -> dict[str, Any]:
+        """Free space where ``path`` is, or would be (its nearest existing parent)."""
         probe = os.path.abspath(path)
         while not os.path.exists(probe) and os.path.dirname(probe) != probe:
             probe = os.path.dirname(probe)
@@ -506,6 +528,18 @@ class _Gatherer:
             read_only=bool(stat.f_flag & os.ST_RDONLY),
         )
         return facts
+
+    def mount_table(self) -> list[Mount] | None:
+        """This process's mounts (``/proc/self/mountinfo``), or None when unreadable (a problem says why)."""
+        path = self.proc("self", "mountinfo")
+        text = self.files.read(path, "disk")
+        if text is None:
+            return None
+        try:
+            return parse_mountinfo(text)
+        except ValueError as error:
+            self.parse_problem("disk", path, error)
+            return None
 
     # ------------------------------------------------------------ services
     def services(self) -> dict[str, Any]:
@@ -564,6 +598,10 @@ class _Gatherer:
             options.write_cache,
             clock,
         )
+        if facts.get("path"):
+            # the KV-relevant keys of the model's config.json, for the preflight's KV fit (never the whole file)
+            facts["model_configs"], met = model_configs(facts.get("root") or "")
+            unexpected += met
         for source, message in unexpected:
             self.problems.append(problem("weights", source, message))
         return facts

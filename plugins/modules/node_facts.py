@@ -16,12 +16,13 @@ description:
     one C(nvidia-smi) call), RDMA devices (port state, rate, the GID table with RoCE v2 IPv4 entries), each fabric
     netdev (carrier, speed, MTU, IPv4 addresses) and the IPv4 default routes, the Docker engine (containers with
     names, image IDs, state and labels; images; the serving container in detail), the resource limits of the
-    module's process and of C(dockerd) and C(containerd), free disk where the weights live, the state of the
-    helper services, the memory guard's state and trip (from its files), the listening TCP sockets on the ports
-    asked for with the process and container holding each, the existence, type, mode, owner, size and SHA-256
-    of the O(files) asked for, and a manifest of the weights directory (each file's relative name, size and
-    SHA-256) - so that a controller can tell from one round trip whether a role would change anything on the
-    node, and whether every node holds the same weights.
+    module's process and of C(dockerd) and C(containerd), free disk where the weights live and the mount and
+    block devices they (and O(disk_paths)) are stored on, the state of the helper services, the memory guard's
+    state and trip (from its files), the listening TCP sockets on the ports asked for with the process and
+    container holding each, the existence, type, mode, owner, size and SHA-256 of the O(files) asked for, and a
+    manifest of the weights directory (each file's relative name, size and SHA-256, and the KV-relevant keys of
+    the model's C(config.json)) - so that a controller can tell from one round trip whether a role would change
+    anything on the node, whether every node holds the same weights, and whether the KV cache holds the model.
   - Reads procfs and sysfs directly and runs at most three commands (one C(nvidia-smi --query-gpu), one
     C(systemctl show) for all O(services) and one C(ip -j -4 addr show) for all fabric netdevs); the Docker
     engine is asked over its socket. Gathering takes tens of milliseconds (C(nvidia-smi) itself aside); the
@@ -66,10 +67,21 @@ options:
   weights_path:
     description:
       - Where the model weights live (the profile's C(host.weights_path)). C(disk) reports the free space of the
-        file system holding it, or of its nearest existing parent directory when it does not exist yet.
-      - C(weights) lists and hashes the files under it (or the one file it names).
+        file system holding it, or of its nearest existing parent directory when it does not exist yet, and
+        (C(disk.mounts)) the mount and block devices it is stored on.
+      - C(weights) lists and hashes the files under it (or the one file it names), and returns the KV-relevant
+        keys of the model's C(config.json) found there (C(weights.model_configs)).
       - Without it C(disk.path) and C(weights.path) are null and nothing else is reported.
     type: path
+  disk_paths:
+    description:
+      - Absolute paths besides O(weights_path) whose mount and block devices C(disk.mounts) reports (from
+        C(/proc/self/mountinfo) and C(/sys/class/block)), such as the directory Engram on disk reads when it is not
+        the weights, which seed 002 wants on the node's local NVMe. A relative path fails the module.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.1.0
   weights_hash_seconds:
     description:
       - How long C(weights) may spend hashing the files whose hash is not in its cache, smallest first
@@ -385,8 +397,36 @@ node:
       description:
         - C(path) (O(weights_path)), C(exists), C(checked_path), C(total_bytes), C(free_bytes),
           C(available_bytes) (what an unprivileged writer can use) and C(read_only).
+        - >-
+          C(mounts), by path (O(weights_path) and each of O(disk_paths)), where each is stored: C(path),
+          C(resolved) (its real path), C(mount_point), C(fstype), C(source) and C(major_minor) of the mount holding
+          it (the longest mount point in C(/proc/self/mountinfo), the last of equal ones), C(device) (the kernel's
+          name of that block device, such as C(nvme0n1p2) or C(dm-0)), C(disks) (the whole disks under it,
+          through a partition's disk and a device-mapper or md device's C(slaves), each with C(name), C(nvme),
+          C(transport) (an NVMe controller's: C(pcie) for a local SSD; C(tcp), C(rdma), C(fc) for NVMe over
+          Fabrics), C(model), C(rotational) and C(removable)), C(via) (for an overlay mount, the layer it was
+          judged by), C(kind) (C(block), C(network) such as nfs or cifs, C(memory) such as tmpfs, C(overlay)
+          without a local device, or C(unknown)) and C(error) (why the mount could not be found).
       returned: when asked for
       type: dict
+      sample:
+        path: /models
+        exists: true
+        mounts:
+          /models:
+            path: /models
+            resolved: /models
+            mount_point: /
+            fstype: ext4
+            source: /dev/nvme0n1p2
+            major_minor: "259:2"
+            device: nvme0n1p2
+            disks:
+              - {name: nvme0n1, nvme: true, transport: pcie, model: "ESL04TBTLCZ-27J2-TYN", rotational: false,
+                 removable: false}
+            via: null
+            kind: block
+            error: null
     services:
       description:
         - C(present) (systemctl answered; null when no unit was asked for), C(error) and C(units), by name, each
@@ -512,6 +552,14 @@ node:
         - Names starting with C(.) are left out (download tools' state such as C(.cache/huggingface/), which
           differs from node to node, and copies in progress); a symlinked file is followed, a symlinked
           directory is not (reported in C(problems), as are unreadable files).
+        - >-
+          C(model_configs): the model's C(config.json) at the top of O(weights_path) and in each of its first 64
+          subdirectories, by path relative to C(root), each with C(size), C(keys) (only what a KV-cache size
+          depends on: the layers, attention and KV heads, head and latent dimensions, dtype, sliding window and
+          layer types, the maximum positions, the markers of attention the preflight does not model such as
+          C(compress_ratios), and the same keys of a C(text_config); each a scalar, a list of at most 4096
+          scalars or a mapping of those), C(skipped) (keys left out as too large) and C(error) (a file over 1 MiB,
+          unreadable, or not a JSON object: also in C(problems)). Never the whole file.
         - Only C(path) (null) when O(weights_path) is not given.
       returned: when asked for
       type: dict
@@ -525,6 +573,13 @@ node:
             size: 1843
             sha256: 5980de4430edf61dba810eed62e28aa82c7d058230d24fd4f64beacd92249068
           DeepSeek-V4.1-Flash/model-00001-of-00048.safetensors: {size: 10737418240, sha256: null}
+        model_configs:
+          DeepSeek-V4.1-Flash/config.json:
+            size: 1843
+            keys: {architectures: [DeepseekV4ForCausalLM], num_hidden_layers: 43, num_key_value_heads: 1,
+                   head_dim: 512, compress_ratios: [0, 0, 4, 128]}
+            skipped: []
+            error: null
         file_count: 2
         total_bytes: 10737420083
         complete: false
@@ -616,6 +671,7 @@ def main() -> None:
             },
             "fabric_interfaces": {"type": "list", "elements": "str"},
             "weights_path": {"type": "path"},
+            "disk_paths": {"type": "list", "elements": "str", "default": []},
             "services": {"type": "list", "elements": "str", "default": []},
             "container_name": {"type": "str", "default": DEFAULT_CONTAINER_NAME},
             "docker_host": {"type": "str", "default": DEFAULT_DOCKER_HOST, "fallback": (env_fallback, ["DOCKER_HOST"])},
@@ -654,6 +710,9 @@ def main() -> None:
     relative = relative_paths(params["files"])
     if relative:
         module.fail_json(msg=f"files must be absolute paths, found {relative}")
+    relative = relative_paths(params["disk_paths"])
+    if relative:
+        module.fail_json(msg=f"disk_paths must be absolute paths, found {relative}")
     relative = relative_paths(params["secret_files"])
     if relative:
         module.fail_json(msg=f"secret_files must be absolute paths, found {relative}")
@@ -676,6 +735,7 @@ def main() -> None:
         container_name=params["container_name"] or None,
         fabric_interfaces=tuple(params["fabric_interfaces"]) if params["fabric_interfaces"] is not None else None,
         weights_path=params["weights_path"],
+        disk_paths=tuple(params["disk_paths"]),
         services=tuple(params["services"]),
         timeout=float(params["timeout"]),
         memguard_state_path=params["memguard_state_path"],

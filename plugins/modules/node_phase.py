@@ -341,7 +341,9 @@ def run(module: AnsibleModule, node: Node) -> dict:
             found = "unknown" if available is None else f"{available / 1024**3:.1f} GiB"
             result["errors"].append(
                 f"memory: MemAvailable {found} once the helpers stopped, under the {floor:g} GiB a rank needs to "
-                "start (host.min_mem_available_gib)"
+                "start (host.min_mem_available_gib; seed 000, 'Boot order and pre-flight': 'at least 100 GiB "
+                "MemAvailable on every node'; its host kernel 'lets helpers be paused and their memory released "
+                "during load')"
             )
 
     def start_step() -> None:

@@ -530,6 +530,35 @@ def bind(name: str, value: Any) -> tuple[str, bool] | None:
     return None
 
 
+def host_path(args: Sequence[str], container_path: str) -> tuple[str, str] | None:
+    """The node's path behind a path inside the rank, through the bind mounts of ``args`` (the one whose
+    container path holds it most closely, the last of equals, as Docker stacks them): (the node's path, the
+    option as written). None when no bind holds it (a path in the image, a named volume, a hub id)."""
+    if not container_path.startswith("/"):
+        return None
+    wanted = _normal(container_path)
+    best: tuple[str, str, str] | None = None  # (target, source, option)
+    for option in parse_docker_args(args):
+        value: Any = option.value
+        if option.name == "--mount" and value is not None:
+            try:
+                value = _mount(value)
+            except ValueError:
+                continue
+        found = bind(option.name, value) if value is not None else None
+        target = _target(option.name, value) if found is not None else None
+        if found is None or target is None:
+            continue
+        target = _normal(target)
+        if _under(wanted, target) and (best is None or len(target) >= len(best[0])):
+            best = (target, found[0], option.text)
+    if best is None:
+        return None
+    target, source, text = best
+    rest = wanted[len(target) :].lstrip("/") if target != "/" else wanted.lstrip("/")
+    return (_normal(posixpath.join(source, rest)) if rest else source), text
+
+
 def _writable_under(value: Any) -> str:
     """What a bind read-only at the top only leaves writable, for a risk's message; empty otherwise."""
     if isinstance(value, Mapping) and value.get("read_only_non_recursive"):

@@ -15,8 +15,8 @@ the KV cache of one tensor-parallel rank, the way vLLM lays it out:
   costs :func:`kv_bytes_for_sequence`, not ``tokens x per-token``.
 
 Compressed attention (DeepSeek-V4's ``compress_ratios``) and linear/state-space layers are not
-modelled: for those, give ``kv_cache_bytes_per_token`` measured from vLLM's own log (see
-:func:`read_vllm_kv_lines`). Nothing here reads files or imports Ansible.
+modelled (:func:`unmodelled_attention` names them): for those, give ``kv_cache_bytes_per_token`` measured
+from vLLM's own log (see :func:`read_vllm_kv_lines`). Nothing here reads files or imports Ansible.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ KV_DTYPE_BYTES = {
 # vLLM's fp8_ds_mla layout (FlashMLA sparse): 512 fp8 latent values, 4 float32 scales, 64 bf16 rope values.
 FP8_DS_MLA_BYTES = 512 + 4 * 4 + 64 * 2
 MODEL_DTYPES = ("bfloat16", "float16", "float32")
+MODELLED_LAYER_TYPES = ("full_attention", "sliding_attention")
+# layers_block_type entries that hold a recurrent state, not a KV cache (Jamba's "mamba", hybrids' "linear_attention")
+STATE_SPACE_MARKS = ("mamba", "ssm", "linear")
 
 # The smallest KV cost per token per rank the collection accepts when it knows nothing of the model.
 # Every figure in the seeds and field logs is far above it: seed 000's tp3 KV cache holds a 1,048,576
@@ -66,7 +69,7 @@ class KVCost:
     """The sum, written out (e.g. ``2 x 62 layers x 4 KV heads x 128 x 2 bytes``)."""
 
 
-def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+def language_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     """Multimodal configs keep the language model's numbers under ``text_config``."""
     inner = config.get("text_config")
     if "num_hidden_layers" not in config and isinstance(inner, Mapping):
@@ -79,6 +82,55 @@ def _positive_int(config: Mapping[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"config.json: {key} must be a positive integer (found {value!r})")
     return value
+
+
+def unmodelled_attention(config: Mapping[str, Any]) -> list[str]:
+    """What in a config.json (its language model's part) describes layers :func:`kv_bytes_per_token` does not
+    model, each named with the key that says so; empty when it models them all. Such a model needs a measured
+    ``kv_cache_bytes_per_token`` instead (vLLM's own KV lines, :func:`read_vllm_kv_lines`)."""
+    config = language_config(config)
+    found: list[str] = []
+    ratios = config.get("compress_ratios")
+    if isinstance(ratios, list) and ratios:
+        compressed = [r for r in ratios if isinstance(r, (int, float)) and not isinstance(r, bool) and r]
+        kinds = ", ".join(f"1/{r:g}" for r in sorted(set(compressed)))
+        found.append(
+            f"compressed attention (compress_ratios: {len(compressed)} of {len(ratios)} layers compressed"
+            + (f", {kinds}" if kinds else "")
+            + "; DeepSeek-V4)"
+        )
+    rates = config.get("compress_rates")
+    if isinstance(rates, Mapping) and rates:
+        found.append(
+            "compressed attention (compress_rates: "
+            + ", ".join(f"{k} {v}" for k, v in rates.items())
+            + "; DeepSeek-V4)"
+        )
+    types = config.get("layer_types")
+    if isinstance(types, list):
+        other: dict[str, int] = {}
+        for kind in types:
+            if kind not in MODELLED_LAYER_TYPES:
+                other[str(kind)] = other.get(str(kind), 0) + 1
+        if other:
+            found.append("layer types " + ", ".join(f"{kind} x{count}" for kind, count in sorted(other.items())))
+    attention = config.get("attn_type_list")
+    if isinstance(attention, list) and 0 in attention:
+        found.append(
+            f"{attention.count(0)} of {len(attention)} layers of linear attention (attn_type_list 0: MiniMax's "
+            "lightning attention)"
+        )
+    blocks = config.get("layers_block_type")
+    if isinstance(blocks, list):
+        states = [b for b in blocks if isinstance(b, str) and any(mark in b for mark in STATE_SPACE_MARKS)]
+        if states:
+            found.append(f"{len(states)} of {len(blocks)} state-space or linear layers (layers_block_type)")
+    pattern = config.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and "M" in pattern:
+        found.append(f"{pattern.count('M')} Mamba layers (hybrid_override_pattern {pattern})")
+    if config.get("linear_attn_config"):
+        found.append("linear attention layers (linear_attn_config)")
+    return found
 
 
 def element_bytes(config: Mapping[str, Any], kv_cache_dtype: str = "auto") -> int:
@@ -105,12 +157,13 @@ def kv_bytes_per_token(
     Raises ValueError, naming the key, when the config lacks a number the formula needs or describes
     attention this module does not model.
     """
-    config = _text_config(config)
+    config = language_config(config)
     if tensor_parallel_size < 1:
         raise ValueError(f"tensor_parallel_size must be >= 1 (found {tensor_parallel_size})")
-    if config.get("compress_ratios"):
+    unmodelled = unmodelled_attention(config)
+    if unmodelled:
         raise ValueError(
-            "config.json: compressed attention (compress_ratios, DeepSeek-V4) is not modelled; "
+            f"config.json: {'; '.join(unmodelled)}: not modelled; "
             "give kv_cache_bytes_per_token measured from vLLM's log instead"
         )
     layers = _positive_int(config, "num_hidden_layers")
@@ -120,12 +173,6 @@ def kv_bytes_per_token(
     if layer_types is not None:
         if not isinstance(layer_types, list) or len(layer_types) != layers:
             raise ValueError(f"config.json: layer_types must list one type per layer ({layers})")
-        unknown = sorted({t for t in layer_types if t not in ("full_attention", "sliding_attention")})
-        if unknown:
-            raise ValueError(
-                f"config.json: layer types {', '.join(map(str, unknown))} are not modelled; "
-                "give kv_cache_bytes_per_token measured from vLLM's log instead"
-            )
         window_layers = layer_types.count("sliding_attention")
         if window_layers:
             window = _positive_int(config, "sliding_window")

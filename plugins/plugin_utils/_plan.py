@@ -19,6 +19,7 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import docker_container_params
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import disk_paths, engram_storage
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
     OVERRIDES_VAR,
@@ -143,6 +144,8 @@ def build_plan(
     _check_agreement(ranks, out)
     out.raise_if_errors()
     container = effective_container(profile.data, name)
+    weights = weights_path_of(profile.data)
+    placement = (shape.get("engram") or {}).get("placement")
     return {
         "profile_sha256": profile.sha256,
         "source": profile.source,
@@ -158,6 +161,13 @@ def build_plan(
         "secrets": secrets_of(profile.data),
         "container_name": container["name"],
         "memory_budget": memory_budget(shape["sizing"], shape.get("memory")),
+        # what node_facts reports the mount of on each host beyond the weights path (the preflight's engram-nvme)
+        "disk_paths": {
+            r.host: disk_paths(
+                engram_storage(placement, r.environment, r.docker_run_args, container["model_path"], weights), weights
+            )
+            for r in ranks
+        },
         "ranks": [asdict(r) for r in ranks],
         "warnings": [w.render() for w in _unique(profile.warnings + out.warnings)],
     }

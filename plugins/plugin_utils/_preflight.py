@@ -28,7 +28,11 @@ the rank's own container that serves as planned is fine), ``kernel`` and ``limit
 findings: release, pages, memory saver, command line; what dockerd can grant), ``fabric-ports`` (the ConnectX
 ports have carrier), ``fabric-not-management`` (no planned fabric port carries the address the boot connects
 to, ``ansible_host``, nor the node's IPv4 default route: the fabric role would take over the management
-interface), ``weights`` (the weights path exists), ``secret-files`` (each of the profile's
+interface), ``weights`` (the weights path exists), ``kv-fit`` (on the head only: the planned KV cache holds one
+``max_model_len`` sequence at the per-token cost of the weights' own ``config.json``, from node_facts'
+``weights.model_configs``; FAIL in vLLM's words; ``_kv_fit``), ``engram-nvme`` (with ``engram.placement: disk``, the
+directory Engram reads is on the node's local NVMe SSD, from node_facts' ``disk.mounts``; seed 002 sections 1 and
+5.2; ``_engram_disk``), ``secret-files`` (each of the profile's
 ``container.secrets`` is a regular file on the node, owned by root or by the user node_facts runs as, mode
 0600 or stricter: from node_facts' ``secrets`` section, by ``stat`` alone; no line when the profile names no
 secret), ``weights-identity`` (every node holds the same weights: node_facts' ``weights`` manifests compared
@@ -54,9 +58,13 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names imp
 from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import WINDOW_LABEL
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import KEY_SECRET
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import engram_storage
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import judge as engram_nvme
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image, near_misses, parse_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import kv_fit
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import effective_container
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import CHECK as WEIGHTS_IDENTITY
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import identity
 
@@ -79,6 +87,8 @@ CHECKS = (
     "fabric-ports",
     "fabric-not-management",
     "weights",
+    "kv-fit",
+    "engram-nvme",
     "weights-identity",
     "secret-files",
     "release",
@@ -138,6 +148,8 @@ def preflight(
     lines: list[dict[str, str]] = []
     image_ids: dict[str, str] = {}
     needed = _planned_ports(plan)
+    shape = (profile.get("shapes") or {}).get(plan.get("shape"))
+    model_path = effective_container(profile, plan["shape"]).get("model_path") if shape is not None else None
     as_planned: dict[str, bool] = {}
     created: list[str] = []  # a container created as planned and never started: the boot creates it again
     for rank in plan["ranks"]:
@@ -180,6 +192,17 @@ def preflight(
         lines.append(_fabric(host, node))
         lines.append(fabric_not_management(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
         lines.append(_weights(host, node, host_section.get("weights_path")))
+        if rank["rank"] == 0 and shape is not None:
+            lines.append(kv_fit(host, node, plan, profile))
+        if shape is not None:
+            storage = engram_storage(
+                (shape.get("engram") or {}).get("placement"),
+                rank.get("environment") or {},
+                rank.get("docker_run_args") or [],
+                model_path,
+                host_section.get("weights_path"),
+            )
+            lines.append(engram_nvme(host, node, storage))
         # container.secrets and the API's key and TLS files (the plan's ``secrets``), each a file on every node
         secrets = plan.get("secrets") or (profile.get("container") or {}).get("secrets") or {}
         if secrets:

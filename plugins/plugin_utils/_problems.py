@@ -153,8 +153,15 @@ class Collector:
         return [p for p in self.items if p.severity == WARNING]
 
     def raise_if_errors(self) -> None:
+        """Raise with every error, each once: a check of the top-level container runs once per shape, and the
+        same problem at the same place is one problem, not one per shape."""
         if self.errors:
-            raise ProfileError(self.errors, self.warnings)
+            raise ProfileError(unique(self.errors), unique(self.warnings))
+
+
+def unique(problems: Iterable[Problem]) -> list[Problem]:
+    """Problems without repeats (the same text), in the order first found."""
+    return list({p.render(): p for p in problems}.values())
 
 
 def json_path(*parts: str | int) -> str:

@@ -32,6 +32,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import 
     Problem,
     ProfileError,
     did_you_mean,
+    unique,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import PROFILE, TRANSPORTS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules import (
@@ -135,7 +136,7 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
             if clean(f"$.shapes.{name}"):
                 check_shape(data, name, out)
     out.raise_if_errors()
-    return Profile(data, source, profile_digest(data), list({w.render(): w for w in out.warnings}.values()))
+    return Profile(data, source, profile_digest(data), unique(out.warnings))
 
 
 def _images_named(data: Mapping[str, Any], shapes: Mapping[str, Any]) -> list[tuple[str, Any]]:

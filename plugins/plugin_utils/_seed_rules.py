@@ -306,9 +306,38 @@ def check_autotune(
             f"the DeepGEMM/CUTLASS autotune runs even with the FlashInfer AutoTuner off and takes ~10 GB while "
             f"vLLM profiles (seed 002 lesson 5); with it the rank holds {during:g} of its {total:g} GiB "
             f"budget during profiling"
-            + (", more than the budget" if during > total else f", {total - during:.2f} GiB to spare"),
+            + (", more than the budget" if during > total else f", {total - during:.2f} GiB to spare")
+            + _autotune_kv_cost(budget, during),
             expected=f"a '{AUTOTUNE_COMPONENT}' component of ~{AUTOTUNE_PEAK_GIB}, or a measured profiling peak",
         )
+
+
+def _autotune_kv_cost(budget: Mapping[str, Any], during: float) -> str:
+    """What the autotune's peak leaves the KV cache when vLLM sizes it from gpu_memory_utilization.
+
+    vLLM gives the KV cache what its profiling run leaves of the budget, as seed 002 section 6.2 adds it up
+    (model 38 + NCCL 11 + AutoTune peak 10 + CUDA graphs 1.5 = 60.5 of 90.75, KV ~30). A KV cache fixed by
+    kv_cache_memory_bytes is allocated as given, so only the sum above applies to it."""
+    kv, total = budget.get("kv_cache_gib"), budget["budget_gib"]
+    if kv is None or budget.get("kv_cache_from") == "sizing.kv_cache_memory_bytes":
+        return ""
+    left = max(0.0, total - during)
+    if left >= kv:
+        return ""
+    text = (
+        f"; vLLM sizes this KV cache from what profiling leaves, so it would get {left:.2f} GiB, not the planned "
+        f"{kv:g} GiB"
+    )
+    headroom = budget.get("headroom_gib")
+    if headroom is not None:
+        text += f" (the budget keeps {headroom:g} GiB beyond the KV cache, less than the peak)"
+    needed = budget.get("needed_for_max_model_len_gib")
+    if needed is not None and left < needed:
+        text += (
+            f", under the {needed:.2f} GiB one max_model_len sequence ({budget['max_model_len']:,} tokens) needs: "
+            "vLLM would refuse to start unless that autotune is off"
+        )
+    return text
 
 
 def check_usable_memory(memory: Mapping[str, Any] | None, where: str, out: Collector) -> None:
@@ -366,8 +395,9 @@ def check_kv_plausible(budget: Mapping[str, Any], sizing: Mapping[str, Any], whe
     if kv is None:
         return
     length = sizing["max_model_len"]
-    kv_bytes = kv * GIB
     explicit = budget["kv_cache_from"] == "sizing.kv_cache_memory_bytes"
+    # the profile's own bytes when it gives them (the budget's GiB are rounded: 2,252 bytes would read as 0)
+    kv_bytes = sizing["kv_cache_memory_bytes"] if explicit else kv * GIB
     place = f"{where}.{'sizing.kv_cache_memory_bytes' if explicit else 'memory'}"
     missing = (
         "the KV cost per token is unknown: add model_config (the weights' config.json numbers) or "
@@ -378,8 +408,9 @@ def check_kv_plausible(budget: Mapping[str, Any], sizing: Mapping[str, Any], whe
             place,
             f"a KV cache of {kv_bytes:,.0f} bytes per rank holds {int(kv_bytes // MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN):,} "
             f"tokens even at {MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN} bytes per token, less than one max_model_len "
-            f"sequence ({length:,}); no model stores a token in less (the seeds' engines need 2,252 to 7,786); "
-            "was it written in KiB or MiB? " + missing,
+            f"sequence ({length:,}); no model stores a token in less (seed 000's tp3-triangle holds a 1,048,576-token "
+            "sequence in 2,362,232,012 bytes, 2,252 per token; seed 002 section 6: 3,789 and 6,398; vLLM's KV "
+            "lines on Sparks: 7,359 and 7,786); was it written in KiB or MiB? " + missing,
             found=int(kv_bytes),
             expected=f">= {length * MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN:,} bytes",
         )

@@ -138,7 +138,10 @@ def test_streams_from_the_head_with_progress_and_checks_the_id(fake: pathlib.Pat
     assert result["progress"] and lines[: len(result["progress"])] == result["progress"]
     assert lines[0].startswith("sim3-worker2: sim3-head -> sim3-worker2: ") and "of 3.0 MiB" in lines[0]
     assert lines[-1].startswith("sim3-worker2: sim3-head -> sim3-worker2 done: 3.0 MiB in ")
-    save, load, check = ssh_log(fake)
+    # the save and the load start together: the log has them in either order, the check after both
+    *stream, check = ssh_log(fake)
+    [save] = [line for line in stream if "docker save" in line]
+    [load] = [line for line in stream if "docker load" in line]
     # every ssh the inventory's way: its user, key, port, common args; BatchMode; the command last
     assert "-l root" in save and "-i /keys/sim3/id_ed25519" in save and "UserKnownHostsFile=/dev/null" in save
     assert save.endswith(f"-- 172.31.3.10 sh -c 'exec {fake}/docker save {TAG}'")

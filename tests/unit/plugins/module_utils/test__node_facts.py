@@ -925,3 +925,55 @@ def test_a_secret_file_that_cannot_be_looked_at_is_a_problem(monkeypatch: pytest
     node = gather(options(GB10, sections=("secrets",), secret_files=("/srv/secret",)), FakeTools({}))
     assert node["secrets"]["paths"]["/srv/secret"]["exists"] is None
     assert node["problems"] == [{"section": "secrets", "source": "/srv/secret", "message": "Permission denied"}]
+
+
+def no_tools(argv: list[str]) -> CommandResult:
+    return CommandResult(1, "", "no tools here")
+
+
+def test_the_weights_config_and_the_mounts_reach_the_facts(tmp_path: pathlib.Path) -> None:
+    model = tmp_path / "models" / "DeepSeek-V3"
+    model.mkdir(parents=True)
+    config = pathlib.Path(__file__).resolve().parents[3] / "unit" / "fixtures" / "model_configs" / "deepseek-v3"
+    shutil.copy(config / "config.json", model / "config.json")
+    (tmp_path / "models" / "broken").mkdir()
+    (tmp_path / "models" / "broken" / "config.json").write_text("{")
+    options = Options(
+        sections=("disk", "weights"),
+        proc_root=str(GB10 / "proc"),
+        sys_root=str(GB10 / "sys"),
+        weights_path=str(tmp_path / "models"),
+        disk_paths=("/run/engram-rows",),
+        weights_cache_dir="",
+    )
+    node = gather(options, no_tools)
+    configs = node["weights"]["model_configs"]
+    assert configs["DeepSeek-V3/config.json"]["keys"]["kv_lora_rank"] == 512
+    assert configs["broken/config.json"]["error"].startswith("not JSON: Expecting property name")
+    assert node["problems"] == [
+        {
+            "section": "weights",
+            "source": str(tmp_path / "models" / "broken" / "config.json"),
+            "message": configs["broken/config.json"]["error"],
+        }
+    ]
+    # the weights path is this machine's tmp directory, looked up in the GB10 tree's mount table: its root
+    assert node["disk"]["mounts"][str(tmp_path / "models")]["device"] == "nvme0n1p2"
+    assert node["disk"]["mounts"]["/run/engram-rows"]["kind"] == "memory"
+
+
+def test_an_unreadable_mount_table_is_a_disk_problem(tmp_path: pathlib.Path) -> None:
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text("24 1 259:2 / / rw shared:1 ext4 /dev/nvme0n1p2 rw\n")
+    node = gather(Options(sections=("disk",), proc_root=str(proc), disk_paths=("/models",)), no_tools)
+    assert node["disk"]["mounts"]["/models"]["error"] == "the mount table (mountinfo) could not be read"
+    assert node["problems"] == [
+        {
+            "section": "disk",
+            "source": str(proc / "self" / "mountinfo"),
+            "message": "line 1: no ' - ' separator after the optional fields: "
+            "'24 1 259:2 / / rw shared:1 ext4 /dev/nvme0n1p2 rw'",
+        }
+    ]
+    assert node["disk"]["path"] is None  # disk_paths alone: no weights path, no free space reported

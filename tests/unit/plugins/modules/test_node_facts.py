@@ -189,6 +189,7 @@ def test_a_failing_or_hanging_gpu_is_a_fact(tmp_path: pathlib.Path, script: str,
         ),
         ({"files": ["~/.bashrc"]}, "files must be absolute paths, found ['~/.bashrc']"),
         ({"weights_hash_seconds": -1}, "weights_hash_seconds must be 0 or more seconds, found -1.0"),
+        ({"disk_paths": ["/models", "models/x"]}, "disk_paths must be absolute paths, found ['models/x']"),
     ],
 )
 def test_invalid_options_fail(args: dict[str, Any], message: str) -> None:
@@ -317,6 +318,31 @@ def test_weights_end_to_end(tmp_path: pathlib.Path, check_mode: bool) -> None:
         "config.json": {"size": 26, "sha256": hashlib.sha256(b'{"num_hidden_layers": 43}\n').hexdigest()}
     }
     assert facts["budget_seconds"] == 60.0
+    # the config.json's KV keys come back too: only those, never the file
+    assert facts["model_configs"] == {
+        "config.json": {"size": 26, "keys": {"num_hidden_layers": 43}, "skipped": [], "error": None}
+    }
     assert facts["cache"]["written"] is not check_mode and cache.exists() is not check_mode
     again = run_module(args)["node"]["weights"]
     assert again["from_cache"] == (0 if check_mode else 1)
+
+
+def test_disk_mounts_end_to_end() -> None:
+    """The weights path and each of disk_paths, on the GB10 tree's mounts (the module as the boot calls it)."""
+    result = run_module(
+        {
+            "sections": ["disk"],
+            "weights_path": "/models",
+            "disk_paths": ["/models/DeepSeek-V4.1-Flash", "/mnt/head-models/DeepSeek-V4.1-Flash"],
+            "proc_root": str(GB10 / "proc"),
+            "sys_root": str(GB10 / "sys"),
+        }
+    )
+    mounts = result["node"]["disk"]["mounts"]
+    assert list(mounts) == ["/models", "/models/DeepSeek-V4.1-Flash", "/mnt/head-models/DeepSeek-V4.1-Flash"]
+    assert [(m["kind"], m["device"], [d["name"] for d in m["disks"]]) for m in mounts.values()] == [
+        ("block", "nvme0n1p2", ["nvme0n1"]),
+        ("block", "nvme0n1p2", ["nvme0n1"]),
+        ("network", None, []),
+    ]
+    assert result["node"]["problems"] == []

@@ -169,7 +169,8 @@ def test_memavailable_is_read_again_once_the_helpers_stopped() -> None:
     result = run(module(**{**params, "helpers": ["comfy.service"]}, mem_available_min_gib=100), node)
     assert result["errors"] == [
         "memory: MemAvailable 12.0 GiB once the helpers stopped, under the 100 GiB a rank needs to start "
-        "(host.min_mem_available_gib)"
+        "(host.min_mem_available_gib; seed 000, 'Boot order and pre-flight': 'at least 100 GiB MemAvailable on "
+        "every node'; its host kernel 'lets helpers be paused and their memory released during load')"
     ]
     assert result["guard"]["phase"] == "startup"
 

@@ -14,6 +14,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args impo
     SHORT_OPTIONS,
     Ulimit,
     container_ulimits,
+    host_path,
     parse_docker_args,
     parse_size,
     parse_ulimit,
@@ -285,3 +286,30 @@ def test_the_documentation_lists_every_option_as_the_table_does() -> None:
             example = f" (`{name}={row.example}`)" if row.takes_value else ""
             expected = f"| `{name}` | {parameter}{example} |"
         assert documented[name] == expected
+
+
+@pytest.mark.parametrize(
+    "args,inside,expected",
+    [
+        # spark8: /models bound read-only, the model one directory down
+        (["--volume=/models:/models:ro"], "/models/DeepSeek-V4.1-Flash", "/models/DeepSeek-V4.1-Flash"),
+        (["-v", "/mnt/head-models:/models:ro"], "/models/DeepSeek-V4.1-Flash", "/mnt/head-models/DeepSeek-V4.1-Flash"),
+        # the bind that holds it most closely wins, wherever it is in the list
+        (
+            ["-v", "/srv/engram/x:/models/x:ro", "--volume=/models:/models:ro"],
+            "/models/x/rows",
+            "/srv/engram/x/rows",
+        ),
+        (["--mount", "type=bind,source=/data/engram,target=/engram-local,readonly"], "/engram-local", "/data/engram"),
+        (["--volume=/models:/models/:ro"], "/models/", "/models"),
+        (["--volume=models:/models"], "/models/x", None),  # a named volume: not a node's path
+        (["--mount", "type=volume,source=models,target=/models"], "/models/x", None),
+        (["--volume=/models:/models:ro"], "deepseek-ai/DeepSeek-V4.1-Flash-1017", None),  # a hub id
+        (["--volume=/models:/models:ro"], "/opt/model", None),
+    ],
+)
+def test_host_path_follows_a_container_path_through_the_binds(
+    args: list[str], inside: str, expected: str | None
+) -> None:
+    found = host_path(args, inside)
+    assert (found[0] if found else None) == expected

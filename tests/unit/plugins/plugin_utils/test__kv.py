@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,8 +16,10 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
     format_gib,
     kv_bytes_for_sequence,
     kv_bytes_per_token,
+    language_config,
     read_vllm_kv_lines,
     tokens_that_fit,
+    unmodelled_attention,
     vllm_kv_refusal,
 )
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES
@@ -173,3 +176,81 @@ def test_the_plausibility_floor_sits_far_below_every_measured_cost() -> None:
     assert all(m >= 8 * MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN for m in measured)
     # ... and a size written in MiB instead of bytes falls below it
     assert 2362232012 / 1024**2 < 1048576 * MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN
+
+
+def fixture_config(name: str) -> dict[str, Any]:
+    """A real config.json (tests/unit/fixtures/model_configs, sources in its README)."""
+    return json.loads((FIXTURES / "model_configs" / name / "config.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "name,tp,expected",
+    [
+        ("deepseek-v3", 1, 61 * (512 + 64) * 2),  # 70,272: MLA's latent
+        ("deepseek-v3", 8, 70272),  # the same on every rank
+        ("minimax-m2.7", 1, 2 * 62 * 8 * 128 * 2),  # 253,952
+        ("minimax-m2.7", 2, 126976),
+        ("qwen3-8b", 1, 2 * 36 * 8 * 128 * 2),  # 147,456; sliding_window null and no layer_types: full attention
+        ("qwen3-8b", 16, 2 * 36 * 1 * 128 * 2),  # fewer KV heads than ranks: replicated
+    ],
+)
+def test_the_real_configs_cost_what_their_numbers_say(name: str, tp: int, expected: int) -> None:
+    assert kv_bytes_per_token(fixture_config(name), "auto", tp).bytes_per_token == expected
+
+
+def test_the_gqa_fixture_is_the_model_vllm_refused_on_two_sparks() -> None:
+    # MiniMax-M2.7's own config.json, TP=2, max_model_len 196,608: vLLM said 23.25 GiB was needed (issue 396)
+    needed = kv_bytes_for_sequence(kv_bytes_per_token(fixture_config("minimax-m2.7"), "auto", 2), 196608)
+    assert format_gib(needed) == "23.25"
+    assert "23.25 GiB KV cache is needed" in sample("vllm-kv-capacity-error.2x-spark.eugr-issue-396.txt")
+
+
+@pytest.mark.parametrize(
+    "config,found",
+    [
+        (
+            fixture_config("deepseek-v4-flash-base"),
+            ["compressed attention (compress_ratios: 41 of 44 layers compressed, 1/4, 1/128; DeepSeek-V4)"],
+        ),
+        (fixture_config("minimax-m2.7"), []),  # attn_type_list all 1: full attention
+        (fixture_config("deepseek-v3"), []),
+        (
+            {**fixture_config("minimax-m2.7"), "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1] * 8},
+            ["56 of 64 layers of linear attention (attn_type_list 0: MiniMax's lightning attention)"],
+        ),
+        (
+            # transformers' own DeepseekV4Config (hf-internal-testing/tiny-DeepseekV4ForCausalLM-for-CI)
+            {
+                "num_hidden_layers": 4,
+                "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
+                "layer_types": [
+                    "sliding_attention",
+                    "sliding_attention",
+                    "compressed_sparse_attention",
+                    "heavily_compressed_attention",
+                ],
+            },
+            [
+                "compressed attention (compress_rates: compressed_sparse_attention 4, heavily_compressed_attention "
+                "128; DeepSeek-V4)",
+                "layer types compressed_sparse_attention x1, heavily_compressed_attention x1",
+            ],
+        ),
+        ({"layer_types": ["linear_attention"] * 3 + ["full_attention"]}, ["layer types linear_attention x3"]),
+        (
+            {"layers_block_type": ["mamba", "attention", "mamba", "moe"]},
+            ["2 of 4 state-space or linear layers (layers_block_type)"],
+        ),
+        ({"hybrid_override_pattern": "M-M*-M-"}, ["3 Mamba layers (hybrid_override_pattern M-M*-M-)"]),
+        ({"linear_attn_config": {"kda_layers": [1, 2]}}, ["linear attention layers (linear_attn_config)"]),
+        (
+            {"text_config": {"num_hidden_layers": 2, "compress_ratios": [0, 4]}},
+            ["compressed attention (compress_ratios: 1 of 2 layers compressed, 1/4; DeepSeek-V4)"],
+        ),
+    ],
+)
+def test_attention_the_formula_does_not_model_is_named(config: dict[str, Any], found: list[str]) -> None:
+    assert unmodelled_attention(config) == found
+    if found and "num_hidden_layers" in language_config(config):
+        with pytest.raises(ValueError, match="not modelled; give kv_cache_bytes_per_token"):
+            kv_bytes_per_token(config)

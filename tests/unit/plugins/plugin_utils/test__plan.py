@@ -87,6 +87,17 @@ def test_tp8_renders_seed002() -> None:
     assert rank["ulimits"]["nofile"] == {"soft": 1048576, "hard": 1048576}
 
 
+def test_engram_on_disk_alone_sets_dsv41_engram_disk_on_every_rank() -> None:
+    """Seed 002 section 5.2: Engram-on-disk is DSV41_ENGRAM_DISK=1; engram.placement disk sets it without the
+    shape's environment naming it, and placement host-memory leaves it out."""
+    profile = json.loads(SPARK8.read_text())
+    del profile["shapes"]["tp8-1m"]["environment"]["DSV41_ENGRAM_DISK"]
+    plan = build_plan(validate_profile(profile), "tp8-1m", cluster(8))
+    assert {rank["environment"]["DSV41_ENGRAM_DISK"] for rank in plan["ranks"]} == {"1"}
+    plan = build_plan(validate_profile(profile), "tp8-300k", cluster(8))
+    assert not [rank for rank in plan["ranks"] if "DSV41_ENGRAM_DISK" in rank["environment"]]
+
+
 # Seed 002 section 1: "Beide configuraties gebruiken speculatieve decodering (speculative decoding) met DSpark k=5,
 # CUDA graphs (modus FULL_AND_PIECEWISE), en hebben vision en tool calling ingeschakeld." The seed names the mode,
 # not the flags: spark8 takes them from the boot10 recipe the seed says it adapts (the profile's sources cite it).

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import copy
 import json
+import pathlib
+import shutil
 from typing import Any
 
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import memguard_facts
+from ansible_collections.dgxspark.cluster.plugins.module_utils._model_config import model_configs
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, Tool, gather
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_preflight import to_replace
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, SPARK3, SPARK8, edited
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import (
     GIB as GUARD_GIB,
 )
@@ -33,6 +36,7 @@ from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_f
 )
 
 GIB = 1024**3
+MODEL_CONFIGS = FIXTURES / "model_configs"
 PROFILE = validate_profile(json.loads(SPARK3.read_text()))
 HOSTS = ["spark-head", "spark-w1", "spark-w2"]
 PLAN = build_plan(
@@ -953,6 +957,65 @@ def test_an_overdue_flag_from_an_older_guard_still_warns() -> None:
     line = by(preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data), "guard-tripped", "spark-w1")
     assert line["status"] == "WARN"
     assert "the last load's startup phase ran over (how long is not recorded" in line["message"]
+
+
+# ------------------------------------------------------------------ kv-fit and engram-nvme (seed 002's TP8-1M)
+SPARK8_PROFILE = validate_profile(json.loads(SPARK8.read_text()))
+SPARK8_HOSTS = ["spark-head", *(f"spark-w{i}" for i in range(1, 8))]
+SPARK8_PLAN = build_plan(
+    SPARK8_PROFILE, "tp8-1m", [HostSpec(h, i, i == 0, f"198.51.100.{10 + i}") for i, h in enumerate(SPARK8_HOSTS)]
+)
+
+
+def spark8_node(rank: int, weights_dir: pathlib.Path, disk_from: str = "/models") -> dict[str, Any]:
+    """A GB10 node's facts with spark8's weights: disk as node_facts gathers it on the GB10 tree (the weights path
+    and the plan's disk_paths), the config.json under the weights as node_facts reads it."""
+    facts = node(rank)
+    gathered = gather(
+        Options(
+            sections=("disk",),
+            proc_root=str(GB10 / "proc"),
+            sys_root=str(GB10 / "sys"),
+            weights_path=disk_from,
+            disk_paths=tuple(SPARK8_PLAN["disk_paths"][SPARK8_HOSTS[rank]]),
+        ),
+        lambda argv: CommandResult(1, "", "no tools here"),
+    )
+    facts["disk"] = gathered["disk"]
+    facts["weights"] = {"path": "/models", "model_configs": model_configs(str(weights_dir))[0]}
+    return facts
+
+
+def test_tp8_1m_fits_its_kv_cache_and_reads_engram_from_nvme(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "DeepSeek-V4.1-Flash").mkdir()
+    shutil.copy(MODEL_CONFIGS / "deepseek-v4-flash-base" / "config.json", tmp_path / "DeepSeek-V4.1-Flash")
+    nodes = {host: spark8_node(i, tmp_path) for i, host in enumerate(SPARK8_HOSTS)}
+    result = preflight(nodes, SPARK8_PLAN, SPARK8_PROFILE.data)
+    kv = [line for line in result["lines"] if line["check"] == "kv-fit"]
+    assert [(line["host"], line["status"]) for line in kv] == [("spark-head", "PASS")]  # the head only
+    assert "needs 3.70 GiB of the 30.00 GiB KV cache per rank" in kv[0]["message"]
+    engram = [line for line in result["lines"] if line["check"] == "engram-nvme"]
+    assert [line["host"] for line in engram] == SPARK8_HOSTS
+    assert {line["status"] for line in engram} == {"PASS"}
+    assert "kv-fit" in CHECKS and "engram-nvme" in CHECKS
+
+
+def test_engram_on_the_heads_nfs_export_stops_the_boot_and_can_be_skipped(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "DeepSeek-V4.1-Flash").mkdir()
+    shutil.copy(MODEL_CONFIGS / "deepseek-v4-flash-base" / "config.json", tmp_path / "DeepSeek-V4.1-Flash")
+    nodes = {host: spark8_node(i, tmp_path) for i, host in enumerate(SPARK8_HOSTS)}
+    # a worker whose /models is the head's NFS export (tonyd2wild's TP4 recipe mounts it so)
+    nfs = copy.deepcopy(nodes["spark-w3"]["disk"]["mounts"]["/models/DeepSeek-V4.1-Flash"])
+    nfs.update(kind="network", fstype="nfs", source="192.168.100.10:/models", mount_point="/models", disks=[])
+    nodes["spark-w3"]["disk"]["mounts"]["/models/DeepSeek-V4.1-Flash"] = nfs
+    result = preflight(nodes, SPARK8_PLAN, SPARK8_PROFILE.data)
+    # (the GB10 tree's nodes hold another image and no /models: those checks fail too, as they should)
+    engram = [line for line in result["failures"] if line["check"] in ("engram-nvme", "kv-fit")]
+    assert [line["host"] for line in engram] == ["spark-w3"] and engram[0]["check"] == "engram-nvme"
+    assert "seed 002 sections 1 and 5.2 ('Engram-rijen op lokale NVMe')" in engram[0]["message"]
+    skipped = preflight(nodes, SPARK8_PLAN, SPARK8_PROFILE.data, skip=["engram-nvme"])
+    assert not [line for line in skipped["failures"] if line["check"] == "engram-nvme"]
+    assert by(skipped, "engram-nvme", "spark-w3")["message"].startswith("skipped on purpose (would be FAIL: ")
 
 
 def test_a_window_job_that_runs_fails_the_preflight_and_one_that_ended_does_not() -> None:
