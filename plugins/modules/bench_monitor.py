@@ -8,7 +8,8 @@ short_description: Sample a node's MemAvailable and GPU clocks during a benchmar
 version_added: 0.1.0
 description:
   - Reads MemAvailable from /proc/meminfo every O(interval) seconds and runs node_facts' C(nvidia-smi --query-gpu)
-    every O(gpu_interval) seconds, until the file O(stop_file) exists (it is left for its maker to remove) or O(max_seconds) have passed.
+    every O(gpu_interval) seconds, until the file O(stop_file) exists (left for its maker to remove) or O(max_seconds)
+    have passed.
   - C(playbooks/bench.yml) starts it on every node as an async task before the benchmark and creates the stop file
     after it; C(dgxspark.cluster.bench_nodes) adds what it returns to the run's results (the minimum MemAvailable per
     node and phase, seed 000's headroom during the long-context test) and judges the GPU clocks under load (the
