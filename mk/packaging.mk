@@ -1,5 +1,6 @@
 # AWX resources, Galaxy packaging and the execution environment (issue 14). Included by the Makefile
-# (`-include mk/*.mk`); the three checks are stages of `make test` (EXTRA_TEST_TARGETS below).
+# (`-include mk/*.mk`); the three checks are stages of `make test` (EXTRA_TEST_TARGETS below); ee-check builds
+# the EE's image first (cached).
 #
 #   make awx-resources      regenerate awx/resources.yml from the argument specs and inventories
 #                           (tools/awx/gen_resources.py; `make units` fails when it is out of date)
@@ -11,9 +12,14 @@
 #   make ee-context         the execution environment's build context in .build/ee: the collection built, the
 #                           collections it depends on staged, `ansible-builder create` (no image is built;
 #                           tools/packaging/ee_context.py), in .venv-builder
-#   make ee-check           ee-context, then tests/ee: the Containerfile starts from the local base image only,
+#   make ee-image           ee-context, then the EE's image, offline (tools/packaging/ee_image.py): the base
+#                           dgxspark-ee/base:<hash> from Debian trixie packages (sim/images/build.sh ee-base), the
+#                           wheels downloaded on this machine, `docker build`: dgxspark-ee/ee:<hash> and :latest,
+#                           each built only when its inputs changed (seconds when nothing did)
+#   make ee-check           ee-image, then tests/ee: the Containerfile starts from the local base image only,
 #                           the collections install offline as the EE's galaxy stage installs them, the Python
-#                           requirements are the pinned ones (requirements/constraints-ee-py313.txt)
+#                           requirements are the pinned ones (requirements/constraints-ee-py313.txt); the image
+#                           holds them, runs the templates' playbooks' syntax checks and an ansible-runner job
 #   make venv-awx / venv-galaxy / venv-builder      the side venvs, pinned by
 #                           requirements/constraints-{awx,galaxy,builder}-py313.txt
 #   make lock-awx / lock-galaxy / lock-builder      re-resolve requirements/{awx,galaxy,builder}.in into those locks
@@ -28,6 +34,8 @@ BUILDER_VENV := .venv-builder
 BUILDER_REQS := requirements/builder.in requirements/constraints-builder-py313.txt
 EE_STAGE     := .build/ee-collections
 EE_CONTEXT   := .build/ee
+# the EE's wheels, build log and current.env (EE_IMAGE=dgxspark-ee/ee:<hash>)
+EE_CACHE     := .cache/ee
 # Stamps named after a hash of the requirement files, as the Makefile's VENV_STAMP (its req_hash is
 # defined after this file is included, so the hash is computed here).
 AWX_VENV_STAMP    := $(AWX_VENV)/.installed-$(shell cat $(AWX_REQS) 2>/dev/null | sha256sum | cut -c1-16)
@@ -36,7 +44,7 @@ BUILDER_VENV_STAMP := $(BUILDER_VENV)/.installed-$(shell cat $(BUILDER_REQS) 2>/
 
 EXTRA_TEST_TARGETS += awx-check collection-check ee-check
 
-.PHONY: awx-resources awx-check collection-check ee-context ee-check venv-awx venv-galaxy venv-builder lock-awx \
+.PHONY: awx-resources awx-check collection-check ee-context ee-image ee-check venv-awx venv-galaxy venv-builder lock-awx \
         lock-galaxy lock-builder lock-ee clean-packaging
 
 awx-resources: venv ## regenerate awx/resources.yml (AWX job templates, surveys from the argument specs)
@@ -54,9 +62,14 @@ ee-context: venv venv-builder ## the execution environment's build context in .b
 	@printf '\n==> %s\n' "ee-context: execution-environment.yml -> $(EE_CONTEXT) (tools/packaging/ee_context.py)"
 	$(VENV)/bin/python tools/packaging/ee_context.py --venv $(VENV) --builder-venv $(BUILDER_VENV) --context $(EE_CONTEXT)
 
-ee-check: ee-context ## .build/ee: local base only, collections install offline, pinned Python requirements (tests/ee)
-	@printf '\n==> %s\n' "ee-check: the execution environment's build context (tests/ee, $(BUILDER_VENV))"
-	EE_CHECK_VENV=$(VENV) EE_CHECK_CONTEXT=$(EE_CONTEXT) $(BUILDER_VENV)/bin/python -m pytest -p no:cacheprovider -o pythonpath= tests/ee
+ee-image: ee-context ## the EE's image dgxspark-ee/ee:<hash> (and :latest), built offline, cached by its inputs
+	@printf '\n==> %s\n' "ee-image: the execution environment's image, offline (tools/packaging/ee_image.py)"
+	$(VENV)/bin/python tools/packaging/ee_image.py --context $(EE_CONTEXT) --pip-python $(BUILDER_VENV)/bin/python --cache $(EE_CACHE)
+
+ee-check: ee-image ## .build/ee and the EE's image: local base only, offline, pinned; the image runs the templates (tests/ee)
+	@printf '\n==> %s\n' "ee-check: the execution environment's build context and image (tests/ee, $(BUILDER_VENV))"
+	EE_CHECK_VENV=$(VENV) EE_CHECK_CONTEXT=$(EE_CONTEXT) EE_IMAGE=$$(sed -n 's/^EE_IMAGE=//p' $(EE_CACHE)/current.env) \
+	    $(BUILDER_VENV)/bin/python -m pytest -p no:cacheprovider -o pythonpath= tests/ee
 
 venv-awx: $(AWX_VENV_STAMP) ## .venv-awx: awxkit (pinned) for make awx-check
 
@@ -106,11 +119,11 @@ lock-builder: ## refresh requirements/constraints-builder-py313.txt (full pip fr
 	tools/ci/lock.sh $(PY313) requirements/builder.in requirements/constraints-builder-py313.txt .build/lock-builder-py313
 	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-builder /' requirements/constraints-builder-py313.txt
 
-# The EE's lock leaves pip out: the EE's base image has Debian's pip, which pip cannot uninstall (no RECORD).
+# The EE's lock leaves pip out: the EE's base image brings its own (Debian's pip wheel, sim/images/ee-base/).
 lock-ee: ## refresh requirements/constraints-ee-py313.txt (full pip freeze of ee.in, without pip)
 	tools/ci/lock.sh $(PY313) requirements/ee.in requirements/constraints-ee-py313.txt .build/lock-ee-py313
 	sed -i -e 's/^# Regenerate with: make lock .*/# Regenerate with: make lock-ee   (do not edit by hand; pip left out: the base image has Debian'"'"'s)/' \
 	    -e '/^pip==/d' requirements/constraints-ee-py313.txt
 
-clean-packaging: ## remove the side venvs, .build/collection and the EE's context
-	rm -rf $(AWX_VENV) $(GALAXY_VENV) $(BUILDER_VENV) .build/collection $(EE_STAGE) $(EE_CONTEXT)
+clean-packaging: ## remove the side venvs, .build/collection, the EE's context and its wheels (not its images)
+	rm -rf $(AWX_VENV) $(GALAXY_VENV) $(BUILDER_VENV) .build/collection $(EE_STAGE) $(EE_CONTEXT) $(EE_CACHE)

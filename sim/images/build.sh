@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or find in the cache) the simulated cluster's images, offline.
 #
-# Usage: sim/images/build.sh [all|node|python|engine]      (default: all)
+# Usage: sim/images/build.sh [all|node|python|engine|ee-base]      (default: all)
 #
 #   dgxspark-sim/node:<hash>    Debian bookworm minbase + systemd, sshd, docker.io (overlay2), python3...
 #                               (sim/node/), imported with `docker import`: boots systemd as PID 1.
@@ -10,11 +10,16 @@
 #                               plugins/plugin_utils/_vllm_serve_args.py, `vllm` on PATH; also
 #                               tagged :latest (the sim profiles' container.image). Saved as a tar
 #                               that sim-up loads into every node's inner dockerd.
+#   dgxspark-ee/base:<hash>     not part of `all`: the execution environment's base image (make ee-image,
+#                               tools/packaging/ee_image.py), Debian *trixie* minbase + python3, venv, pip
+#                               (from Debian's wheel), openssh-client (sim/images/ee-base/); also tagged :trixie, the name
+#                               execution-environment.yml gives it. Prints EE_BASE_IMAGE=... only.
 #
 # <hash> is a digest of the image's inputs (package list, build scripts, copied files), so an image
 # is rebuilt only when they change; the rootfs tarballs, the engine tar and debootstrap's .debs stay
 # in SIM_CACHE (default <repo>/.cache/sim) and an image already tagged is not built again.
-# Prints the result as shell assignments on stdout (also written to $SIM_CACHE/images/current.env):
+# Prints the result as shell assignments on stdout (also written to $SIM_CACHE/images/current.env,
+# but for ee-base):
 #   SIM_NODE_IMAGE=... SIM_PYTHON_IMAGE=... SIM_ENGINE_IMAGE=... SIM_ENGINE_TAR=...
 # Progress goes to stderr.
 set -euo pipefail
@@ -30,7 +35,7 @@ export DOCKER_BUILDKIT=0 # the classic builder: a local FROM image, never a pull
 say() { printf 'sim-images: %s\n' "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 
-case $what in all | node | python | engine) ;; *) die "unknown image '$what' (all, node, python, engine)" ;; esac
+case $what in all | node | python | engine | ee-base) ;; *) die "unknown image '$what' (all, node, python, engine, ee-base)" ;; esac
 mkdir -p "$images"
 "$repo/sim/cluster/ensure-docker.sh"
 
@@ -39,11 +44,11 @@ exec 8>"$images/.lock"
 flock -w 1800 8 || die "timed out waiting for another build (lock $images/.lock)"
 
 # digest PATH...: a short digest of the contents and names (relative to the repo) of the files
-# under each PATH, plus the Debian suite. Bytecode caches do not count.
+# under each PATH, plus the Debian suite (DIGEST_SUITE, default $suite). Bytecode caches do not count.
 digest() {
     (
         cd "$repo"
-        printf 'suite=%s\n' "$suite"
+        printf 'suite=%s\n' "${DIGEST_SUITE:-$suite}"
         for path in "$@"; do
             find "$path" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*/.pytest_cache/*' -print0
         done | sort -z | xargs -0 sha256sum | sed "s|  $repo/|  |"
@@ -52,25 +57,29 @@ digest() {
 
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
-# prune KIND KEEP_HASH: drop the cached tarballs and images of KIND from older inputs
-# (an image still used by a container stays).
+# prune KIND KEEP_HASH [REPOSITORY [STABLE_TAG]]: drop the cached tarballs and images of KIND from older
+# inputs (an image still used by a container stays). REPOSITORY: dgxspark-sim/KIND unless given; its
+# STABLE_TAG (latest unless given) stays.
 prune() {
-    local kind=$1 keep=$2 file tag
+    local kind=$1 keep=$2 repository=${3:-dgxspark-sim/$1} stable=${4:-latest} file tag
     for file in "$images/$kind"-*.tar; do
         [[ -e $file && $file != "$images/$kind-$keep.tar" ]] && rm -f "$file"
     done
     while read -r tag; do
-        if [[ -n $tag && $tag != "dgxspark-sim/$kind:$keep" && $tag != "dgxspark-sim/$kind:latest" ]]; then
+        if [[ -n $tag && $tag != "$repository:$keep" && $tag != "$repository:$stable" ]]; then
             docker rmi "$tag" >/dev/null 2>&1 || true
         fi
-    done < <(docker images --format '{{.Repository}}:{{.Tag}}' "dgxspark-sim/$kind")
+    done < <(docker images --format '{{.Repository}}:{{.Tag}}' "$repository")
 }
 
 # rootfs_image KIND HASH PACKAGES [OVERLAY CONFIGURE] -- docker-import options follow after --
+# The image is IMAGE_REPOSITORY:HASH (default dgxspark-sim/KIND), its rootfs of Debian IMAGE_SUITE
+# (default $suite), its .debs cached in IMAGE_DEB_CACHE (default rootfs.sh's, $SIM_CACHE/debs).
 rootfs_image() {
     local kind=$1 hash=$2 packages=$3 overlay=$4 configure=$5
     shift 5
-    local tag=dgxspark-sim/$kind:$hash tar=$images/$kind-$hash.tar start=$SECONDS
+    local repository=${IMAGE_REPOSITORY:-dgxspark-sim/$kind} image_suite=${IMAGE_SUITE:-$suite}
+    local tag=$repository:$hash tar=$images/$kind-$hash.tar start=$SECONDS
     if image_exists "$tag"; then
         say "$tag: present (inputs unchanged)"
         return
@@ -78,15 +87,30 @@ rootfs_image() {
     if [[ -f $tar ]]; then
         say "$tag: rootfs tarball cached ($tar)"
     else
-        say "$tag: building the rootfs"
-        "$here/rootfs.sh" "$packages" "$tar" "$overlay" "$configure"
+        say "$tag: building the rootfs (Debian $image_suite)"
+        DEBIAN_SUITE=$image_suite SIM_DEB_CACHE=${IMAGE_DEB_CACHE:-${SIM_DEB_CACHE:-}} \
+            "$here/rootfs.sh" "$packages" "$tar" "$overlay" "$configure"
     fi
     say "$tag: docker import"
-    docker import --message "dgxspark-sim $kind image, inputs $hash" \
+    docker import --message "${repository%%/*} $kind image, inputs $hash" \
         --change "LABEL org.dgxspark-sim.kind=$kind org.dgxspark-sim.inputs=$hash" "$@" "$tar" "$tag" >/dev/null
-    prune "$kind" "$hash"
+    prune "$kind" "$hash" "$repository" "${IMAGE_STABLE_TAG:-latest}"
     say "$tag: ready in $((SECONDS - start))s"
 }
+
+# The execution environment's base (make ee-image): Debian trixie, its own .deb cache; nothing else of
+# this script runs for it, and current.env (the simulated cluster's images) is left as it is.
+if [[ $what == ee-base ]]; then
+    ee_suite=trixie
+    ee_hash=$(DIGEST_SUITE=$ee_suite digest sim/images/ee-base sim/images/rootfs.sh)
+    IMAGE_REPOSITORY=dgxspark-ee/base IMAGE_SUITE=$ee_suite IMAGE_DEB_CACHE=$cache/debs-$ee_suite \
+        IMAGE_STABLE_TAG=$ee_suite rootfs_image ee-base "$ee_hash" "$repo/sim/images/ee-base/packages.txt" "" \
+        "$repo/sim/images/ee-base/configure.sh" \
+        --change 'ENV LANG=C.UTF-8' --change 'CMD ["bash"]'
+    docker tag "dgxspark-ee/base:$ee_hash" "dgxspark-ee/base:$ee_suite"
+    echo "EE_BASE_IMAGE=dgxspark-ee/base:$ee_hash"
+    exit 0
+fi
 
 node_hash=$(digest sim/node sim/images/rootfs.sh)
 python_hash=$(digest sim/images/python sim/images/rootfs.sh)

@@ -6,6 +6,8 @@ the one the EE installs, replays the EE's ansible-galaxy and runs the syntax che
 
 - The Containerfile starts from the local base image and nothing else: every FROM is that image or an
   earlier stage, and its name has no registry in it.
+- Every pip install of the build takes the wheels of the context's wheels/ (make ee-image puts them there) and
+  asks no index: the base stage's /etc/pip.conf, which the other stages inherit, removed at the end.
 - ansible-core and ansible-runner are pinned, ansible-core to .venv's; the Python requirements are the lock
   requirements/constraints-ee-py313.txt.
 - The galaxy stage's own commands, run here against the context's _build/ with no Galaxy server in reach,
@@ -128,6 +130,27 @@ def test_the_python_requirements_are_the_lock() -> None:
     assert {name: version for name, version in ee.items() if dev.get(name, version) != version} == {}, (
         "a package the EE shares with .venv at another version: make lock-ee"
     )
+
+
+def test_every_pip_install_takes_the_wheels_from_the_context_and_asks_no_index() -> None:
+    """make ee-image downloads the wheels on the host (PyPI is not reachable from inside a build here) into the
+    context's wheels/; the base stage copies them and writes a pip.conf that every later stage inherits (each is
+    FROM base), before its first pip install; the final stage removes it after its last one."""
+    base, final = _stage("base"), _stage("final")
+    pip_conf = ("[global]", "no-index = true", "find-links = /output/wheelhouse", "root-user-action = ignore")
+    settings = "\\n".join(pip_conf)
+    conf = f"RUN printf '{settings}\\n' > /etc/pip.conf"
+    installs = [i for i, line in enumerate(base) if " pip install " in line]
+    assert installs and base.index("COPY wheels/ /output/wheelhouse/") < base.index(conf) < installs[0], base
+    assert [line for line, _lines in STAGES if line.startswith("FROM base ")] == [
+        "FROM base AS galaxy",
+        "FROM base AS builder",
+        "FROM base AS final",
+    ]
+    last = max(i for i, line in enumerate(final) if " pip install " in line)
+    assert final.index("RUN rm /etc/pip.conf") > last, final
+    every = CONTAINERFILE.read_text()
+    assert not re.search(r"--index-url|--extra-index-url|PIP_INDEX|https?://", every), "an index in the Containerfile"
 
 
 # ---------------------------------------------------------------- the galaxy stage, replayed

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 SIMCTL = REPO / "sim" / "cluster" / "simctl.py"
+sys.path.insert(0, str(REPO / "tools" / "awx"))
+import runner_job  # noqa: E402 - tools/awx is not a package
 
 
 def simctl(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -166,3 +169,41 @@ def boot_serve_and_stop(cluster: str, info: dict, while_serving: Callable[[], No
         assert "refused" in str(error).lower(), error
     else:
         raise AssertionError(f"{cluster}: the head still answers after stop.yml")
+
+
+def ee_image() -> str:
+    """The execution environment's image as `make ee-image` leaves it (built only when its inputs changed)."""
+    make = ["make", "--no-print-directory", "ee-image"]
+    proc = subprocess.run(make, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"make ee-image failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    current = (REPO / ".cache" / "ee" / "current.env").read_text().split()
+    return dict(line.split("=", 1) for line in current)["EE_IMAGE"]
+
+
+def memguard_key(cluster: str) -> str:
+    """The guards' shared key that runs from the checkout keep in inventories/<cluster>/.dgxspark-memguard.key
+    (ansible.builtin.password's format), or a new one. An AWX job has a fresh private data directory each time:
+    it takes the key as an extra variable, memguard_peer_key, from a credential (docs/security.md)."""
+    path = REPO / "inventories" / cluster / ".dgxspark-memguard.key"
+    if path.is_file():
+        return path.read_text(encoding="utf-8").split(" salt=")[0].strip()
+    return secrets.token_hex(16)
+
+
+def awx_job(info: dict, template: str, path: Path, image: str, ident: str, timeout: float = 1200) -> runner_job.Job:
+    """A launch of an AWX job template (awx/resources.yml) on the cluster ``info`` describes, the way AWX launches
+    it (tools/awx/runner_job.py): ansible-runner in the EE's ``image`` on the cluster's management network, its
+    inventory of awx/resources.yml, the survey's defaults, the cluster's key as the machine credential and the
+    guards' key as a credential's extra variable; in the private data directory ``path``."""
+    return runner_job.launch(
+        template,
+        info["cluster"],
+        Path(info["ssh_key"]),
+        path,
+        image=image,
+        network=info["management_network"],
+        extra_vars={"memguard_peer_key": memguard_key(info["cluster"])},
+        ident=ident,
+        timeout=timeout,
+    )

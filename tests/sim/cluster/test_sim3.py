@@ -26,7 +26,10 @@ import urllib.request
 from simcluster import (
     REPO,
     ansible_bin,
+    awx_job,
+    ee_image,
     guard_phase,
+    http_json,
     node_addresses,
     node_links,
     node_sh,
@@ -1244,6 +1247,75 @@ def promote_and_roll_back(tmp_path, original: dict) -> None:
     assert regressed["state"] == "retired"
     env = node_sh("sim3-head", "docker inspect -f '{{json .Config.Env}}' vllm_dsv41").stdout
     assert "SIM_ENGINE_TIME_SCALE=0.8" in env and "SIM_ENGINE_TIME_SCALE=2" not in env, env
+
+
+PREFLIGHT_REPORT = "Report the preflight (a line per check and node; in check mode, what a boot would change)"
+BOOT_REPORT = "Say where the cluster serves, its state and a sample completion"
+
+
+def _said(job, task: str) -> str:
+    """What a task's runner_on_ok event says (its ``msg``, lines joined), as AWX's job output shows it."""
+    (event,) = job.of("runner_on_ok", task)
+    msg = event["event_data"]["res"]["msg"]
+    return msg if isinstance(msg, str) else "\n".join(map(str, msg))
+
+
+def _successful(job, hosts: list[str]) -> None:
+    """The job's status and rc, and its playbook_on_stats: every host processed, none failed or unreachable."""
+    assert (job.status, job.rc) == ("successful", 0), job.stdout()[-8000:]
+    stats = job.stats()
+    assert stats["failures"] == {} and stats["dark"] == {}, stats
+    assert sorted(stats["processed"]) == sorted(hosts), stats
+
+
+def test_awx_jobs_preflight_boot_stop_through_ansible_runner_in_the_ee(sim3, tmp_path):
+    """The AWX templates `dgxspark preflight`, `dgxspark boot` and `dgxspark stop`, each launched as AWX launches
+    it (tools/awx/runner_job.py): ansible-runner inside the execution environment's image (make ee-image, built
+    here only when its inputs changed) on sim3's management network, a private data directory per job with the
+    project, the sim3 inventory of awx/resources.yml, the survey's defaults as extra variables and the cluster's
+    key as the machine credential. Each job is read as AWX shows it: its status, and its job events (the stats,
+    the preflight's report, the boot's last word). Between boot and stop the cluster serves, seen from this
+    machine. Leaves the cluster stopped, whatever happened."""
+    image = ee_image()
+    hosts = [node["host"] for node in sim3["nodes"]]
+    head = sim3["nodes"][0]["management_address"]
+    model = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())["model"]
+    stopped = False
+    try:
+        preflight = awx_job(sim3, "dgxspark preflight", tmp_path / "preflight", image, ident="1")
+        _successful(preflight, hosts)
+        report = _said(preflight, PREFLIGHT_REPORT)
+        assert not [line for line in report.splitlines() if line.lstrip().startswith("FAIL")], report
+        for rank, host in enumerate(hosts):
+            assert f"PASS node-facts {host} rank {rank}: facts gathered" in " ".join(report.split()), report
+        for host in hosts:  # read-only: nothing started
+            assert rank_containers(host) == {}, host
+
+        boot = awx_job(sim3, "dgxspark boot", tmp_path / "boot", image, ident="2")
+        _successful(boot, hosts)
+        flat = " ".join(_said(boot, BOOT_REPORT).split())
+        assert f"endpoint: http://{head}:8000/v1 serving {model}" in flat, flat
+        assert "ranks: 0 sim3-head running; 1 sim3-worker1 running; 2 sim3-worker2 running" in flat, flat
+        assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in flat, flat
+        for host in hosts:
+            assert rank_containers(host) == {"vllm_dsv41": "running"}, host
+            assert guard_phase(host)["phase"] == "steady", host
+        assert [m["id"] for m in http_json(f"http://{head}:8000/v1/models")["data"]] == [model]
+        done = http_json(
+            f"http://{head}:8000/v1/completions", {"model": model, "prompt": "Count from 1 to 5:", "max_tokens": 16}
+        )
+        assert done["choices"][0]["text"].strip() == "1, 2, 3, 4, 5", done
+
+        stop = awx_job(sim3, "dgxspark stop", tmp_path / "stop", image, ident="3")
+        _successful(stop, hosts)
+        assert "rank 0 (sim3-head): stopped, exited, exit code" in " ".join(stop.stdout().split())
+        for host in hosts:
+            assert rank_containers(host) == {}, host
+            assert guard_phase(host)["phase"] == "idle", host
+        stopped = True
+    finally:
+        if not stopped:  # the tests after this one start from a stopped cluster
+            playbook("playbooks/stop.yml")
 
 
 def test_down_leaves_nothing(sim3):
