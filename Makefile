@@ -10,7 +10,8 @@
 #   make demo      ansible-playbook playbooks/demo.yml
 #   make bench     validation and planning time (tools/bench_plan.py)
 #   make schema    regenerate the JSON Schema and docs/profile-reference.md
-#   make lock      re-resolve requirements/*.in into requirements/constraints-*.txt
+#   make lock      re-resolve requirements/*.in into requirements/constraints-*.txt (hashed)
+#   make lock-hashes  re-hash the locks' pinned versions from PyPI (versions unchanged)
 #   make clean     remove build output and caches; `make distclean` also the venvs
 #
 # Works unattended (CI=true, no stdin) as root on a clean clone; the only things it
@@ -31,6 +32,13 @@ find_python = $(firstword $(wildcard $(PYENV_ROOT)/versions/$(1).*/bin/python$(1
                           $(shell command -v python$(1) 2>/dev/null))
 PY313 ?= $(call find_python,3.13)
 PY311 ?= $(call find_python,3.11)
+
+# Wheels only, for every venv's install: in hash-checking mode pip passes over a wheel whose hash is not
+# in the lock when the sdist's is, and builds the sdist instead (tried: a changed Jinja2 wheel hash gave
+# a Jinja2 built by a flit_core the lock does not pin, with no error); wheels only, the install fails. Every pin has a wheel for Linux x86_64
+# and aarch64 and for macOS arm64 but crick (aiperf's), which has none for Linux aarch64: there, build
+# .venv-aiperf with PIP_ONLY_BINARY= (its build backend is then not hash-checked).
+PIP_ONLY_BINARY ?= --only-binary :all:
 
 VENV        := .venv
 COMPAT_VENV := .venv-compat
@@ -80,13 +88,24 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PAGER := cat
 
 .PHONY: help venv compat-venv collection-link lint lint-ruff lint-format lint-ansible lint-changelog format units sanity compat compat-units compat-sanity \
-        test demo lock clean distclean sanity-prereqs shellcheck-bin get-pip-stub bench schema
+        test demo lock lock-hashes clean distclean sanity-prereqs shellcheck-bin get-pip-stub bench schema
 
 # --------------------------------------------------------------------------- help
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]*:)?([a-z-]+):.*## /  \2\t/' | expand -t 16
 
 # --------------------------------------------------------------------------- venvs
+# Every venv (these two, and those of mk/*.mk) is built from scratch in pip's hash-checking mode from
+# its lock, requirements/constraints-*.txt, where each pin carries the sha256 of every file the index
+# holds for that version (tools/ci/lock_hashes.py): a file whose content changed on the index fails
+# the install ("THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE"). Two steps:
+#  1. pip itself, pinned, from its own hashed entry of the lock (`lock_hashes.py select`) with -r: the
+#     pip that `python -m venv` bundles (ensurepip's: 24.2 on 3.13, 23.2.1 on 3.11) does not take a
+#     requirement's hashes from a constraints file (tried: "Hashes are required in --require-hashes
+#     mode, but they are missing from some requirements"). That bundled pip is the interpreter's own.
+#  2. the .in under the lock, with --require-hashes: the pinned pip (26.3) takes each requirement's
+#     hashes from the lock (tried: a changed hash there fails the install), and refuses any package,
+#     dependencies included, that the lock does not pin with its hashes.
 # venv: .venv from requirements/dev.in pinned by constraints-py313.txt (rebuilt from
 # scratch only when those files change), plus the collection link.
 venv: $(VENV_STAMP) collection-link ## .venv (Python 3.13, ansible-core 2.21) + collection link
@@ -96,8 +115,9 @@ $(VENV_STAMP):
 	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "venv: no Python 3.13 found (looked in $(PYENV_ROOT)/versions and PATH); set PY313=/path/to/python3.13" >&2; exit 1; }
 	rm -rf $(VENV)
 	$(PY313) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q -c requirements/constraints-py313.txt pip
-	$(VENV)/bin/python -m pip install -q -r requirements/dev.in -c requirements/constraints-py313.txt
+	$(VENV)/bin/python tools/ci/lock_hashes.py select requirements/constraints-py313.txt pip >$(VENV)/pip-lock.txt
+	$(VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) --no-deps -r $(VENV)/pip-lock.txt
+	$(VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) -r requirements/dev.in -c requirements/constraints-py313.txt
 	$(VENV)/bin/python -m pip check
 	touch $@
 
@@ -109,8 +129,9 @@ $(COMPAT_VENV_STAMP):
 	@[[ -n "$(PY311)" && -x "$(PY311)" ]] || { echo "compat-venv: no Python 3.11 found (looked in $(PYENV_ROOT)/versions and PATH); set PY311=/path/to/python3.11" >&2; exit 1; }
 	rm -rf $(COMPAT_VENV)
 	$(PY311) -m venv $(COMPAT_VENV)
-	$(COMPAT_VENV)/bin/python -m pip install -q -c requirements/constraints-py311.txt pip
-	$(COMPAT_VENV)/bin/python -m pip install -q -r requirements/compat.in -c requirements/constraints-py311.txt
+	$(COMPAT_VENV)/bin/python tools/ci/lock_hashes.py select requirements/constraints-py311.txt pip >$(COMPAT_VENV)/pip-lock.txt
+	$(COMPAT_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) --no-deps -r $(COMPAT_VENV)/pip-lock.txt
+	$(COMPAT_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) -r requirements/compat.in -c requirements/constraints-py311.txt
 	$(COMPAT_VENV)/bin/python -m pip check
 	touch $@
 
@@ -236,12 +257,22 @@ schema: venv ## regenerate schemas/serving-profile.v2.schema.json and docs/profi
 
 # --------------------------------------------------------------------------- lock
 # lock: resolve requirements/*.in afresh (newest versions PyPI offers) in throw-away venvs
-# and write the full `pip freeze` to requirements/constraints-py3XX.txt. Review the diff.
-lock: ## refresh requirements/constraints-py313.txt and constraints-py311.txt
+# and write the full `pip freeze` to requirements/constraints-py3XX.txt, each pin with the sha256
+# of every file PyPI holds for it (tools/ci/lock.sh, tools/ci/lock_hashes.py). Review the diff.
+# The side venvs' locks: make lock-awx, lock-galaxy, lock-builder, lock-ee, lock-aiperf, lock-sparkrun.
+lock: ## refresh requirements/constraints-py313.txt and constraints-py311.txt (with hashes)
 	$(call stage,lock: requirements/dev.in -> constraints-py313.txt)
 	tools/ci/lock.sh $(PY313) requirements/dev.in requirements/constraints-py313.txt $(BUILD)/lock-py313
 	$(call stage,lock: requirements/compat.in -> constraints-py311.txt)
 	tools/ci/lock.sh $(PY311) requirements/compat.in requirements/constraints-py311.txt $(BUILD)/lock-py311
+
+# lock-hashes: the hashes of every hashed lock afresh from PyPI, every pinned version kept (nothing is
+# resolved). The EE's lock has none: ansible-builder reads it as name==version (mk/packaging.mk).
+HASHED_LOCKS = $(filter-out requirements/constraints-ee-py313.txt,$(wildcard requirements/constraints-*.txt))
+lock-hashes: ## re-hash requirements/constraints-*.txt (every file of each pinned version), no version changes
+	$(call stage,lock-hashes: $(HASHED_LOCKS))
+	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "lock-hashes: no Python 3.13 found; set PY313=/path/to/python3.13" >&2; exit 1; }
+	$(PY313) tools/ci/lock_hashes.py hash $(HASHED_LOCKS)
 
 # --------------------------------------------------------------------------- clean
 clean: ## remove .build, tests/output and caches (keeps the venvs)

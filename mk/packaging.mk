@@ -20,9 +20,10 @@
 #                           the collections install offline as the EE's galaxy stage installs them, the Python
 #                           requirements are the pinned ones (requirements/constraints-ee-py313.txt); the image
 #                           holds them, runs the templates' playbooks' syntax checks and an ansible-runner job
-#   make venv-awx / venv-galaxy / venv-builder      the side venvs, pinned by
-#                           requirements/constraints-{awx,galaxy,builder}-py313.txt
+#   make venv-awx / venv-galaxy / venv-builder      the side venvs, pinned and hash-checked by
+#                           requirements/constraints-{awx,galaxy,builder}-py313.txt (as the Makefile's venvs)
 #   make lock-awx / lock-galaxy / lock-builder      re-resolve requirements/{awx,galaxy,builder}.in into those locks
+#                           (with hashes; `make lock-hashes` re-hashes them without resolving)
 #   make lock-ee            re-resolve requirements/ee.in into constraints-ee-py313.txt (the EE's Python packages)
 #   make clean-packaging    remove the side venvs, .build/collection and the EE's context
 
@@ -78,8 +79,9 @@ $(AWX_VENV_STAMP):
 	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "venv-awx: no Python 3.13 found (looked in $(PYENV_ROOT)/versions and PATH); set PY313=/path/to/python3.13" >&2; exit 1; }
 	rm -rf $(AWX_VENV)
 	$(PY313) -m venv $(AWX_VENV)
-	$(AWX_VENV)/bin/python -m pip install -q -c requirements/constraints-awx-py313.txt pip
-	$(AWX_VENV)/bin/python -m pip install -q -r requirements/awx.in -c requirements/constraints-awx-py313.txt
+	$(AWX_VENV)/bin/python tools/ci/lock_hashes.py select requirements/constraints-awx-py313.txt pip >$(AWX_VENV)/pip-lock.txt
+	$(AWX_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) --no-deps -r $(AWX_VENV)/pip-lock.txt
+	$(AWX_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) -r requirements/awx.in -c requirements/constraints-awx-py313.txt
 	$(AWX_VENV)/bin/python -m pip check
 	touch $@
 
@@ -90,8 +92,9 @@ $(GALAXY_VENV_STAMP):
 	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "venv-galaxy: no Python 3.13 found (looked in $(PYENV_ROOT)/versions and PATH); set PY313=/path/to/python3.13" >&2; exit 1; }
 	rm -rf $(GALAXY_VENV)
 	$(PY313) -m venv $(GALAXY_VENV)
-	$(GALAXY_VENV)/bin/python -m pip install -q -c requirements/constraints-galaxy-py313.txt pip
-	$(GALAXY_VENV)/bin/python -m pip install -q -r requirements/galaxy.in -c requirements/constraints-galaxy-py313.txt
+	$(GALAXY_VENV)/bin/python tools/ci/lock_hashes.py select requirements/constraints-galaxy-py313.txt pip >$(GALAXY_VENV)/pip-lock.txt
+	$(GALAXY_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) --no-deps -r $(GALAXY_VENV)/pip-lock.txt
+	$(GALAXY_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) -r requirements/galaxy.in -c requirements/constraints-galaxy-py313.txt
 	$(GALAXY_VENV)/bin/python -m pip check
 	touch $@
 
@@ -102,26 +105,31 @@ $(BUILDER_VENV_STAMP):
 	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "venv-builder: no Python 3.13 found (looked in $(PYENV_ROOT)/versions and PATH); set PY313=/path/to/python3.13" >&2; exit 1; }
 	rm -rf $(BUILDER_VENV)
 	$(PY313) -m venv $(BUILDER_VENV)
-	$(BUILDER_VENV)/bin/python -m pip install -q -c requirements/constraints-builder-py313.txt pip
-	$(BUILDER_VENV)/bin/python -m pip install -q -r requirements/builder.in -c requirements/constraints-builder-py313.txt
+	$(BUILDER_VENV)/bin/python tools/ci/lock_hashes.py select requirements/constraints-builder-py313.txt pip >$(BUILDER_VENV)/pip-lock.txt
+	$(BUILDER_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) --no-deps -r $(BUILDER_VENV)/pip-lock.txt
+	$(BUILDER_VENV)/bin/python -m pip install -q --require-hashes $(PIP_ONLY_BINARY) -r requirements/builder.in -c requirements/constraints-builder-py313.txt
 	$(BUILDER_VENV)/bin/python -m pip check
 	touch $@
 
-lock-awx: ## refresh requirements/constraints-awx-py313.txt (full pip freeze of awx.in)
+lock-awx: ## refresh requirements/constraints-awx-py313.txt (full pip freeze of awx.in, hashed)
 	tools/ci/lock.sh $(PY313) requirements/awx.in requirements/constraints-awx-py313.txt .build/lock-awx-py313
 	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-awx /' requirements/constraints-awx-py313.txt
 
-lock-galaxy: ## refresh requirements/constraints-galaxy-py313.txt (full pip freeze of galaxy.in)
+lock-galaxy: ## refresh requirements/constraints-galaxy-py313.txt (full pip freeze of galaxy.in, hashed)
 	tools/ci/lock.sh $(PY313) requirements/galaxy.in requirements/constraints-galaxy-py313.txt .build/lock-galaxy-py313
 	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-galaxy /' requirements/constraints-galaxy-py313.txt
 
-lock-builder: ## refresh requirements/constraints-builder-py313.txt (full pip freeze of builder.in)
+lock-builder: ## refresh requirements/constraints-builder-py313.txt (full pip freeze of builder.in, hashed)
 	tools/ci/lock.sh $(PY313) requirements/builder.in requirements/constraints-builder-py313.txt .build/lock-builder-py313
 	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-builder /' requirements/constraints-builder-py313.txt
 
 # The EE's lock leaves pip out: the EE's base image brings its own (Debian's pip wheel, sim/images/ee-base/).
-lock-ee: ## refresh requirements/constraints-ee-py313.txt (full pip freeze of ee.in, without pip)
-	tools/ci/lock.sh $(PY313) requirements/ee.in requirements/constraints-ee-py313.txt .build/lock-ee-py313
+# It has no hashes either (--no-hashes): ansible-builder's introspection reads the file line by line as
+# name==version requirements (tests/ee), and the requirements it adds for the collections (community.docker's
+# `docker`) are unpinned, which hash-checking mode refuses. The image's build installs the wheels that
+# tools/packaging/ee_image.py downloads on this machine for these pins.
+lock-ee: ## refresh requirements/constraints-ee-py313.txt (full pip freeze of ee.in, without pip, without hashes)
+	tools/ci/lock.sh --no-hashes $(PY313) requirements/ee.in requirements/constraints-ee-py313.txt .build/lock-ee-py313
 	sed -i -e 's/^# Regenerate with: make lock .*/# Regenerate with: make lock-ee   (do not edit by hand; pip left out: the base image has Debian'"'"'s)/' \
 	    -e '/^pip==/d' requirements/constraints-ee-py313.txt
 

@@ -54,11 +54,12 @@ pytestmark = pytest.mark.skipif(not CONTAINERFILE.is_file(), reason=f"no build c
 
 
 def _pins(lock: Path) -> dict[str, str]:
-    """name -> version of every `name==version` line of a lock."""
+    """name -> version of every `name==version` requirement of a lock (the dev lock's carry hashes on
+    continuation lines: `name==version \\` then `--hash=sha256:...`)."""
     pins = {}
-    for line in lock.read_text().splitlines():
+    for line in re.sub(r"\\\n", " ", lock.read_text()).splitlines():
         if line.strip() and not line.startswith("#"):
-            name, version = line.split("==")
+            name, version = line.split()[0].split("==")
             pins[canonicalize_name(name)] = version
     return pins
 

@@ -2,7 +2,8 @@
 
 - every collection the content names (FQCNs in roles and playbooks, imports in plugins) is a declared
   dependency, and every declared dependency is used;
-- requirements.yml asks for the same collections and ranges as galaxy.yml;
+- requirements.yml pins galaxy.yml's collections (and community.docker's own) to one version each, within
+  galaxy.yml's ranges: the versions inside the `ansible` package that the dev lock pins (and hashes);
 - requires_ansible starts at the oldest ansible-core tested (requirements/constraints-py311.txt, make compat);
 - the collections .venv runs with (the `ansible` package's) meet the declared ranges.
 The build itself (what the tarball holds, galaxy-importer, antsibull-docs) is `make collection-check`.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -44,9 +46,50 @@ def test_every_collection_used_is_declared_and_every_declared_one_used() -> None
     assert declared <= set(used), f"declared in galaxy.yml but used nowhere: {sorted(declared - set(used))}"
 
 
-def test_requirements_yml_matches_galaxy_yml() -> None:
-    requirements = yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]
-    assert {c["name"]: c["version"] for c in requirements} == GALAXY["dependencies"]
+def _installed_collection(collection: str) -> dict | None:
+    """collection_info of the copy this venv runs (the `ansible` package's, in site-packages), or None."""
+    for entry in sys.path:
+        manifest = Path(entry) / "ansible_collections" / collection.replace(".", "/") / "MANIFEST.json"
+        if manifest.is_file():
+            return json.loads(manifest.read_text())["collection_info"]
+    return None
+
+
+REQUIREMENTS = {c["name"]: c["version"] for c in yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]}
+
+
+def test_requirements_yml_pins_galaxy_yml_dependencies_and_theirs_exactly() -> None:
+    assert set(GALAXY["dependencies"]) <= set(REQUIREMENTS)
+    for name, pinned in REQUIREMENTS.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", pinned), f"requirements.yml: {name} {pinned} is not one version"
+    for name, declared in GALAXY["dependencies"].items():
+        assert meets_requirements(REQUIREMENTS[name], declared), f"{name} {REQUIREMENTS[name]} is outside {declared}"
+    # nothing but galaxy.yml's dependencies and what they depend on (as the pinned versions declare)
+    needed = set(GALAXY["dependencies"])
+    for name in GALAXY["dependencies"]:
+        info = _installed_collection(name)
+        if info:
+            needed |= set(info.get("dependencies") or {})
+    unneeded = sorted(set(REQUIREMENTS) - needed)
+    assert not unneeded, f"requirements.yml pins what nothing needs: {unneeded}"
+
+
+def test_requirements_yml_is_what_the_pinned_ansible_package_carries() -> None:
+    # the versions inside the `ansible` of requirements/constraints-py313.txt, which .venv runs
+    lock = (ROOT / "requirements/constraints-py313.txt").read_text()
+    pinned = re.search(r"^ansible==(\S+)", lock, re.M)
+    assert pinned, "requirements/constraints-py313.txt pins no ansible"
+    assert f"ansible=={pinned[1]}" in (ROOT / "requirements.yml").read_text()
+    try:
+        running = version("ansible")
+    except PackageNotFoundError:
+        running = None
+    if running != pinned[1]:
+        pytest.skip(f"this venv runs ansible {running}, not the dev lock's {pinned[1]} (.venv-compat)")
+    for name, required in REQUIREMENTS.items():
+        info = _installed_collection(name)
+        assert info, f"{name} is not in the ansible package"
+        assert info["version"] == required, f"requirements.yml: {name} {required}; ansible {running}: {info['version']}"
 
 
 def test_requires_ansible_is_the_oldest_tested_core() -> None:
@@ -60,15 +103,8 @@ def test_requires_ansible_is_the_oldest_tested_core() -> None:
 @pytest.mark.parametrize("collection", sorted(GALAXY["dependencies"]))
 def test_the_tested_collections_meet_the_declared_range(collection: str) -> None:
     # the copy this venv runs (the `ansible` package's, in site-packages)
-    manifest = next(
-        (
-            Path(entry) / "ansible_collections" / collection.replace(".", "/") / "MANIFEST.json"
-            for entry in sys.path
-            if (Path(entry) / "ansible_collections" / collection.replace(".", "/") / "MANIFEST.json").is_file()
-        ),
-        None,
-    )
-    assert manifest, f"{collection} is not installed in this venv"
-    version = json.loads(manifest.read_text())["collection_info"]["version"]
+    info = _installed_collection(collection)
+    assert info, f"{collection} is not installed in this venv"
+    found = info["version"]
     requirement = GALAXY["dependencies"][collection]
-    assert meets_requirements(version, requirement), f"{collection} {version} (this venv) is outside {requirement}"
+    assert meets_requirements(found, requirement), f"{collection} {found} (this venv) is outside {requirement}"
