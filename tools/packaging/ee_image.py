@@ -78,12 +78,14 @@ def image_exists(tag: str) -> bool:
 
 
 def _pins(lock: Path) -> dict[str, str]:
-    """canonical name -> the lock's line (name==version)."""
+    """canonical name -> the lock's requirement (name==version), from a plain or a hashed lock (a requirement,
+    then its ``--hash=sha256:...`` options on continuation lines)."""
     pins = {}
-    for line in lock.read_text().splitlines():
+    for line in lock.read_text().replace("\\\n", " ").splitlines():
         line = line.split("#")[0].strip()
-        if line:
-            pins[re.sub(r"[-_.]+", "-", line.split("==")[0]).lower()] = line
+        if line and not line.startswith("-"):
+            requirement = line.split()[0]
+            pins[re.sub(r"[-_.]+", "-", requirement.split("==")[0]).lower()] = requirement
     return pins
 
 
