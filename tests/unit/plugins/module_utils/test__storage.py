@@ -19,7 +19,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._storage import (
 )
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import GB10
 
-MOUNTS = parse_mountinfo((GB10 / "proc" / "self" / "mountinfo").read_text(encoding="utf-8"))
+MOUNTS = tuple(parse_mountinfo((GB10 / "proc" / "self" / "mountinfo").read_text(encoding="utf-8")))
 
 
 def where(path: str, sys_root: pathlib.Path = GB10 / "sys", mounts: Any = MOUNTS) -> dict[str, Any]:
