@@ -719,8 +719,8 @@ def options(argv: list[str]) -> tuple[list[str], dict[str, str | None]]:
 def same_arguments(setup: Setup) -> None:
     """Every rank's serve command as sparkrun ran it against the plan's.
 
-    Only --master-addr may differ, and a headless worker may carry the head's --port (sparkrun renders one
-    command for every rank and appends the rendezvous flags; the plan gives --port to rank 0 only).
+    Only --master-addr may differ, and a headless worker may carry the head's --port and --host (sparkrun renders
+    one command for every rank and appends the rendezvous flags; the plan gives --port and --host to rank 0 only).
     """
     label = SIDE_LABEL[PEER]
 
@@ -732,6 +732,7 @@ def same_arguments(setup: Setup) -> None:
 
     problems: list[str] = []
     master: set[str] = set()
+    head_host = options(setup.plan.commands[0])[1].get("--host")
     for node, script in zip(setup.nodes, on_nodes(setup.nodes, served), strict=True):
         tokens = shlex.split(script)
         at = next((i for i in range(len(tokens) - 1) if tokens[i : i + 2] == [setup.plan.entrypoint, "serve"]), None)
@@ -746,6 +747,8 @@ def same_arguments(setup: Setup) -> None:
         allowed = {"--master-addr"}
         if "--headless" in ours[1] and theirs[1].get("--port") == str(setup.plan.api_port):
             allowed.add("--port")  # one command for every rank: a headless worker gets the head's --port too
+        if "--headless" in ours[1] and theirs[1].get("--host") == head_host:
+            allowed.add("--host")  # likewise the head's API bind address (the plan gives it to rank 0 only)
         for flag in sorted(set(theirs[1]) | set(ours[1])):
             if flag not in allowed and theirs[1].get(flag, "<absent>") != ours[1].get(flag, "<absent>"):
                 problems.append(
@@ -757,7 +760,8 @@ def same_arguments(setup: Setup) -> None:
     say(
         f"    same `vllm serve` arguments on all {len(setup.nodes)} ranks but --master-addr "
         f"(sparkrun {', '.join(sorted(master))}, plan {setup.plan.option('--master-addr')}) and the workers' "
-        f"--port {setup.plan.api_port} (sparkrun gives every rank the head's command; a headless rank serves no API)"
+        f"--port {setup.plan.api_port} and --host (sparkrun gives every rank the head's command; a headless rank "
+        "serves no API)"
     )
 
 
