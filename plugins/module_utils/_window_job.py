@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
 
@@ -50,50 +51,57 @@ def container_name(name: str) -> str:
     return f"dgxspark-window-{name}"
 
 
-def check_inputs(name: str, image: str, command: Sequence[str], env: Mapping[str, str], volumes: Sequence[str]) -> None:
-    """Refuse what the engine would refuse later, or what must not reach a container's configuration."""
-    if not NAME.match(name):
-        raise WindowJobError(
-            f"name: a job name is 1-48 of a-z, 0-9, '_', '.', '-' (first a letter or digit), found {name!r}"
-        )
-    if not image.strip():
-        raise WindowJobError("image: the job's image is required (a tag or an image ID on the node)")
-    if not command or not all(isinstance(word, str) for word in command):
-        raise WindowJobError(f"command: the job's command is a non-empty list of words, found {list(command)!r}")
-    secret = sorted(key for key in env if is_secret_name(key))
-    if secret:
-        raise WindowJobError(
-            f"env: {', '.join(secret)} look(s) like a secret: give it to the job as a file in a mounted volume "
-            "(a secret is never put in a container's environment)"
-        )
-    for volume in volumes:
-        parts = volume.split(":")
-        if len(parts) not in (2, 3) or not parts[0].startswith("/") or not parts[1].startswith("/"):
-            raise WindowJobError(f"volumes: each is HOST_PATH:CONTAINER_PATH[:ro|rw], absolute paths, found {volume!r}")
-        if len(parts) == 3 and parts[2] not in ("ro", "rw"):
-            raise WindowJobError(f"volumes: the mode of {volume!r} is ro or rw")
+@dataclass(frozen=True)
+class Job:
+    """What runs: the job's name, image and command, its environment, bind mounts, GPUs and network."""
 
+    name: str
+    image: str
+    command: Sequence[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    volumes: Sequence[str] = ()
+    gpus: bool = True
+    network_mode: str = "host"
 
-def create_body(
-    name: str,
-    image: str,
-    command: Sequence[str],
-    env: Mapping[str, str],
-    volumes: Sequence[str],
-    gpus: bool,
-    network_mode: str,
-) -> dict[str, Any]:
-    """The engine's ``/containers/create`` body for the job."""
-    host_config: dict[str, Any] = {"Binds": list(volumes), "NetworkMode": network_mode}
-    if gpus:
-        host_config["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
-    return {
-        "Image": image,
-        "Cmd": list(command),
-        "Env": [f"{key}={value}" for key, value in sorted(env.items())],
-        "Labels": {WINDOW_LABEL: name},
-        "HostConfig": host_config,
-    }
+    def check(self) -> None:
+        """Refuse what the engine would refuse later, or what must not reach a container's configuration."""
+        if not NAME.match(self.name):
+            raise WindowJobError(
+                f"name: a job name is 1-48 of a-z, 0-9, '_', '.', '-' (first a letter or digit), found {self.name!r}"
+            )
+        if not self.image.strip():
+            raise WindowJobError("image: the job's image is required (a tag or an image ID on the node)")
+        if not self.command or not all(isinstance(word, str) for word in self.command):
+            raise WindowJobError(
+                f"command: the job's command is a non-empty list of words, found {list(self.command)!r}"
+            )
+        secret = sorted(key for key in self.env if is_secret_name(key))
+        if secret:
+            raise WindowJobError(
+                f"env: {', '.join(secret)} look(s) like a secret: give it to the job as a file in a mounted volume "
+                "(a secret is never put in a container's environment)"
+            )
+        for volume in self.volumes:
+            parts = volume.split(":")
+            if len(parts) not in (2, 3) or not parts[0].startswith("/") or not parts[1].startswith("/"):
+                raise WindowJobError(
+                    f"volumes: each is HOST_PATH:CONTAINER_PATH[:ro|rw], absolute paths, found {volume!r}"
+                )
+            if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+                raise WindowJobError(f"volumes: the mode of {volume!r} is ro or rw")
+
+    def create_body(self) -> dict[str, Any]:
+        """The engine's ``/containers/create`` body for the job."""
+        host_config: dict[str, Any] = {"Binds": list(self.volumes), "NetworkMode": self.network_mode}
+        if self.gpus:
+            host_config["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
+        return {
+            "Image": self.image,
+            "Cmd": list(self.command),
+            "Env": [f"{key}={value}" for key, value in sorted(self.env.items())],
+            "Labels": {WINDOW_LABEL: self.name},
+            "HostConfig": host_config,
+        }
 
 
 def outcome_of(record: Mapping[str, Any], timed_out: bool) -> str:
@@ -129,14 +137,8 @@ def _expect(status: int, data: Any, wanted: Sequence[int], what: str) -> None:
 
 def run_job(
     engine: DockerEngine,
+    job: Job,
     *,
-    name: str,
-    image: str,
-    command: Sequence[str],
-    env: Mapping[str, str],
-    volumes: Sequence[str],
-    gpus: bool,
-    network_mode: str,
     timeout_s: float,
     stop_timeout: int,
     save_dir: str | None,
@@ -150,7 +152,8 @@ def run_job(
     """Run the job to its end (or ``timeout_s``) and return its record: ``outcome`` (one of :data:`OUTCOMES`),
     ``exit_code``, ``oom_killed``, ``seconds``, ``log_tail``, ``saved``. Raises :class:`WindowJobError` when
     it could not be started: another window job runs here, the image is missing, the engine refused."""
-    check_inputs(name, image, command, env, volumes)
+    job.check()
+    name, image = job.name, job.image
     container = container_name(name)
     result: dict[str, Any] = {"name": name, "container": container, "image": image, "timeout_s": timeout_s}
     try:
@@ -170,8 +173,7 @@ def run_job(
         for item in found:  # the exited containers of earlier windows (their records were saved as they ended)
             status, data = engine.send("DELETE", f"/containers/{quote(str(item.get('Id')), safe='')}")
             _expect(status, data, (204, 404), f"removing the earlier window container {listed_name(item)}")
-        body = create_body(name, image, command, env, volumes, gpus, network_mode)
-        status, data = engine.send("POST", f"/containers/create?name={quote(container, safe='')}", body)
+        status, data = engine.send("POST", f"/containers/create?name={quote(container, safe='')}", job.create_body())
         _expect(status, data, (201,), f"creating {container}")
         ident = str(data["Id"])
         started = clock()

@@ -138,7 +138,7 @@ container:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
-from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import WindowJobError, run_job
+from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import Job, WindowJobError, run_job
 
 
 def main() -> None:
@@ -168,8 +168,7 @@ def main() -> None:
         module.fail_json(msg=str(error))
     engine = DockerEngine(path, float(params["stop_timeout"]) + 30)
     try:
-        result = run_job(
-            engine,
+        job = Job(
             name=params["name"],
             image=params["image"],
             command=params["command"],
@@ -177,6 +176,10 @@ def main() -> None:
             volumes=params["volumes"],
             gpus=params["gpus"],
             network_mode=params["network_mode"],
+        )
+        result = run_job(
+            engine,
+            job,
             timeout_s=float(params["timeout_s"]),
             stop_timeout=params["stop_timeout"],
             save_dir=params["save_dir"] or None,

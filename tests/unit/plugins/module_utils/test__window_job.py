@@ -14,8 +14,8 @@ import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import (
     WINDOW_LABEL,
+    Job,
     WindowJobError,
-    create_body,
     run_job,
 )
 
@@ -121,7 +121,7 @@ class Clock:
 
 def job(engine: Engine, tmp_path: Any, timeout_s: float = 60, **overrides: Any) -> dict[str, Any]:
     clock = Clock()
-    arguments: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "name": "captions",
         "image": IMAGE,
         "command": ["python", "-m", "captioner"],
@@ -129,6 +129,9 @@ def job(engine: Engine, tmp_path: Any, timeout_s: float = 60, **overrides: Any) 
         "volumes": ["/srv/data:/data:ro"],
         "gpus": True,
         "network_mode": "host",
+    }
+    fields.update((key, overrides.pop(key)) for key in list(overrides) if key in fields)
+    arguments: dict[str, Any] = {
         "timeout_s": timeout_s,
         "stop_timeout": 10,
         "save_dir": str(tmp_path / "windows"),
@@ -137,7 +140,7 @@ def job(engine: Engine, tmp_path: Any, timeout_s: float = 60, **overrides: Any) 
         "sleep": clock.sleep,
         **overrides,
     }
-    return run_job(engine, **arguments)
+    return run_job(engine, Job(**fields), **arguments)
 
 
 def test_a_job_runs_to_its_end_and_is_kept_then_removed(tmp_path: Any) -> None:
@@ -227,5 +230,5 @@ def test_check_mode_runs_nothing(tmp_path: Any) -> None:
 
 
 def test_no_gpus_no_device_request() -> None:
-    body = create_body("x", IMAGE, ["true"], {}, [], False, "none")
+    body = Job("x", IMAGE, ["true"], gpus=False, network_mode="none").create_body()
     assert "DeviceRequests" not in body["HostConfig"] and body["HostConfig"]["NetworkMode"] == "none"
