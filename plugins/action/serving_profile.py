@@ -16,6 +16,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
     HEAD_GROUP,
     WORKERS_GROUP,
     hosts_from_inventory,
+    other_clusters_hosts,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
@@ -69,6 +70,17 @@ class ActionModule(ActionBase):
                 result.update(
                     failed=True,
                     msg=f"hosts not in {args['head_group']} or {args['workers_group']}: " + ", ".join(unknown),
+                )
+                return result
+            strays = other_clusters_hosts(task_vars.get("ansible_play_hosts_all", []), hosts, task_vars.get("hostvars", {}))
+            if strays:
+                result.update(
+                    failed=True,
+                    msg=(
+                        f"this run's hosts {', '.join(strays)} have a rank but are not in {args['head_group']} or "
+                        f"{args['workers_group']}: the inventory holds more than one cluster, and a run acts on one. "
+                        "Limit it to one cluster's group (--limit, or the AWX job template's limit); nothing was touched."
+                    ),
                 )
                 return result
             plan = fabric = None
