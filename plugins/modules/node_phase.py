@@ -17,6 +17,9 @@ description:
     switches the guard to O(guard_phase).
   - With O(helpers_state=started) (steady, or the undo) - switches the guard to O(guard_phase) first, then starts
     the helper services that do not run.
+  - With O(stop_ranks) (C(stop.yml), one round trip per node) - first stops, and removes, every rank container the
+    collection created (found by its label, as C(dgxspark.cluster.rank_stop) does, keeping each one's record),
+    then the guard and the helpers as above.
   - Every step runs whatever the one before it did (the undo needs all of them); the module fails at the end
     when any step failed, naming each, with what did happen in the result.
   - The guard is asked through its own command (C(dgxspark-memguard phase), C(clear), C(status)), which answers
@@ -76,6 +79,31 @@ options:
   spec_sha256:
     description: The plan's spec hash of the rank that O(start_rank) starts.
     type: str
+  stop_ranks:
+    description:
+      - Stop every rank container the collection created on the node (found by its label, whatever the current
+        profile says) before the other steps, as C(dgxspark.cluster.rank_stop) does - its exit code and last log
+        lines kept on the node, removed unless O(stop_ranks.remove=false), none left running afterwards (else the
+        step fails). Only with O(helpers_state=started) - C(stop.yml)'s one round trip per node, stop then resume.
+        Left out, no rank is stopped.
+    type: dict
+    suboptions:
+      remove:
+        description: Remove the stopped containers (after their record was saved).
+        type: bool
+        default: true
+      stop_timeout:
+        description: Seconds the engine gives a rank between SIGTERM and SIGKILL.
+        type: int
+        default: 10
+      save_dir:
+        description: Where each removed rank's record (exit code, last 200 log lines) is kept, 0600. Empty - none.
+        type: path
+        default: /var/log/dgxspark-cluster/ranks
+      log_lines:
+        description: How many of each rank's last log lines RV(ranks_stopped) carries.
+        type: int
+        default: 20
   journal:
     description:
       - The boot's journal on the node (0600 in a 0700 directory). Empty - none is written or read.
@@ -108,6 +136,7 @@ attributes:
 seealso:
   - module: dgxspark.cluster.node_facts
   - module: dgxspark.cluster.rank_stop
+    description: The same stop of the rank containers, alone.
 """
 
 EXAMPLES = r"""
@@ -126,6 +155,14 @@ EXAMPLES = r"""
     rank_container: vllm_dsv41
     start_rank: true
     spec_sha256: "{{ boot_rank.spec_sha256 }}"
+
+- name: Stop and remove every rank container, the guard to idle, then resume the helpers - one round trip
+  dgxspark.cluster.node_phase:
+    helpers_state: started
+    guard_phase: idle
+    stop_ranks:
+      remove: true
+  register: stopped
 
 - name: The guard to steady, then resume the helpers, then look at the rank once more
   dgxspark.cluster.node_phase:
@@ -165,6 +202,13 @@ rank_started:
     not run (a step before it failed).
   returned: with O(start_rank)
   type: dict
+ranks_stopped:
+  description:
+    - With O(stop_ranks), what C(dgxspark.cluster.rank_stop) returns - C(ranks) (a record each - C(name),
+      C(rank), C(was_running), C(status), C(exit_code), C(log_tail), C(saved), C(removed)), C(stopped) and
+      C(removed) (names); null when the engine could not be asked (the step's error says why).
+  returned: with O(stop_ranks)
+  type: dict
 journal:
   description:
     - The boot's journal on the node - C(path); C(found), the journal there before this call (null when none);
@@ -173,8 +217,8 @@ journal:
   returned: always
   type: dict
 errors:
-  description: What failed, a line per step (C(helpers), C(memory), C(guard), C(rank)); empty when every step did
-    its work.
+  description: What failed, a line per step (C(ranks), C(helpers), C(memory), C(guard), C(rank)); empty when every
+    step did its work.
   returned: always
   type: list
   elements: str
@@ -190,6 +234,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import parse_meminfo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError, start_rank
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError, stop_ranks
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
 
 
@@ -242,6 +287,20 @@ class Node:
         engine = DockerEngine(socket_path(self.module.params["docker_host"]), 5.0)
         try:
             return rank_health(engine, container, None)
+        finally:
+            engine.close()
+
+    def stop(self, remove: bool, stop_timeout: int, save_dir: str | None, log_lines: int) -> dict:
+        engine = DockerEngine(socket_path(self.module.params["docker_host"]), float(stop_timeout) + 30)
+        try:
+            return stop_ranks(
+                engine,
+                remove=remove,
+                stop_timeout=stop_timeout,
+                save_dir=save_dir,
+                log_lines=log_lines,
+                check_mode=self.module.check_mode,
+            )
         finally:
             engine.close()
 
@@ -346,6 +405,22 @@ def run(module: AnsibleModule, node: Node) -> dict:
                 "during load')"
             )
 
+    def stop_step() -> None:
+        wanted_stop = params.get("stop_ranks")
+        result["ranks_stopped"] = None
+        try:
+            stopped = node.stop(
+                wanted_stop["remove"],
+                wanted_stop["stop_timeout"],
+                wanted_stop["save_dir"] or None,
+                wanted_stop["log_lines"],
+            )
+        except (RankStopError, ValueError) as error:  # the engine could not be asked; docker_host not a socket URL
+            result["errors"].append(f"ranks: {error}")
+            return
+        result["ranks_stopped"] = {key: stopped[key] for key in ("ranks", "stopped", "removed")}
+        result["changed"] = result["changed"] or stopped["changed"]
+
     def start_step() -> None:
         result["rank_started"] = None
         if result["errors"]:  # a rank starts only once its node is paused and its guard armed
@@ -363,6 +438,8 @@ def run(module: AnsibleModule, node: Node) -> dict:
         result["changed"] = result["changed"] or started["changed"]
 
     steps = (helpers_step, memory_step, guard_step) if wanted == "stopped" else (guard_step, helpers_step)
+    if params.get("stop_ranks") is not None:
+        steps = (stop_step, *steps)  # the ranks first: the guard goes idle and the helpers resume once none runs
     for step in steps:
         step()
     if params.get("start_rank"):
@@ -397,6 +474,15 @@ def main() -> None:
             "timeout": {"type": "int", "default": 90},
             "journal": {"type": "path", "default": _journal.DEFAULT_PATH},
             "journal_by": {"type": "str", "default": ""},
+            "stop_ranks": {
+                "type": "dict",
+                "options": {
+                    "remove": {"type": "bool", "default": True},
+                    "stop_timeout": {"type": "int", "default": 10},
+                    "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/ranks"},
+                    "log_lines": {"type": "int", "default": 20},
+                },
+            },
         },
         required_if=[("start_rank", True, ("rank_container", "spec_sha256"))],
         supports_check_mode=True,
@@ -404,6 +490,8 @@ def main() -> None:
     bad = [u for u in module.params["helpers"] if not u or u.startswith("-") or any(c.isspace() for c in u)]
     if bad:
         module.fail_json(msg=f"helpers: not unit names: {', '.join(repr(u) for u in bad)}")
+    if module.params["stop_ranks"] is not None and module.params["helpers_state"] != "started":
+        module.fail_json(msg="stop_ranks goes with helpers_state=started (stop the ranks, then resume the helpers)")
     result = run(module, Node(module))
     if result["errors"]:
         module.fail_json(msg="; ".join(result["errors"]), **result)

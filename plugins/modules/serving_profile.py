@@ -41,6 +41,9 @@ options:
         so an ad hoc run on C(localhost) only validates.
       - Each host needs C(dgxspark_rank) and C(dgxspark_fabric_address) (an IPv4 address peers reach over the
         fabric, checked as C(dgxspark.cluster.fabric_plan) checks it), and may set C(dgxspark_overrides).
+      - A run acts on one cluster - the plan fails, naming them, when the current play has hosts with a
+        C(dgxspark_rank) outside O(head_group) and O(workers_group) (another cluster's, in an inventory that holds
+        a fleet; limit the run to one cluster's group).
     type: list
     elements: str
   discovered:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError
 from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import run
 
 PARAMS = {
@@ -24,7 +25,9 @@ PARAMS = {
     "spec_sha256": None,
     "journal": "",  # none, but in the journal's own tests (they give a path under tmp_path)
     "journal_by": "",
+    "stop_ranks": None,
 }
+STOP = {"remove": True, "stop_timeout": 10, "save_dir": "/var/log/dgxspark-cluster/ranks", "log_lines": 20}
 
 
 class FakeNode:
@@ -34,6 +37,7 @@ class FakeNode:
         self, units: dict[str, str], guard: dict[str, Any] | None, stuck: tuple[str, ...] = (), free: int = 0
     ) -> None:
         self.units, self.state, self.stuck, self.calls, self.free = dict(units), guard, stuck, [], free
+        self.ranks: dict[str, str] | None = {}
 
     def mem_available(self) -> int | None:
         self.calls.append(("meminfo",))
@@ -52,6 +56,18 @@ class FakeNode:
     def rank(self, container: str) -> dict[str, Any]:
         self.calls.append(("rank", container))
         return {"exists": True, "running": True, "status": "running"}
+
+    def stop(self, remove: bool, stop_timeout: int, save_dir: str | None, log_lines: int) -> dict[str, Any]:
+        self.calls.append(("stop-ranks", remove, stop_timeout, save_dir, log_lines))
+        if self.ranks is None:
+            raise RankStopError("the Docker engine could not be asked: connection refused")
+        running = [name for name, state in self.ranks.items() if state == "running"]
+        records = [
+            {"name": name, "was_running": state == "running", "removed": remove} for name, state in self.ranks.items()
+        ]
+        names = list(self.ranks)
+        self.ranks = {} if remove else dict.fromkeys(names, "exited")
+        return {"ranks": records, "stopped": running, "removed": names if remove else [], "changed": bool(names)}
 
     def start(self, container: str, spec_sha256: str) -> dict[str, Any]:
         self.calls.append(("start-rank", container, spec_sha256))
@@ -281,3 +297,40 @@ def test_an_unreadable_journal_is_said_and_closed_by_a_resume(tmp_path) -> None:
     node = FakeNode({}, {"phase": "startup", "tripped": None})
     result = run(module(journal=str(path), helpers_state="started", guard_phase="idle"), node)
     assert result["journal"]["error"].startswith(f"{path}: ") and result["journal"]["closed"] is True
+
+
+def test_stop_ranks_stops_every_rank_first_then_the_guard_idles_and_the_helpers_resume() -> None:
+    """stop.yml's one round trip per node: the ranks (by label), then the guard to idle, then the helpers."""
+    node = FakeNode({"comfy.service": "inactive"}, {"phase": "steady", "tripped": None})
+    node.ranks = {"vllm_dsv41": "running"}
+    result = run(module(helpers=["comfy.service"], helpers_state="started", guard_phase="idle", stop_ranks=STOP), node)
+    assert node.calls == [
+        ("stop-ranks", True, 10, "/var/log/dgxspark-cluster/ranks", 20),
+        ("guard", "phase", "idle"),
+        ("start", "comfy.service"),
+    ]
+    assert result["ranks_stopped"]["stopped"] == ["vllm_dsv41"] and result["ranks_stopped"]["removed"] == ["vllm_dsv41"]
+    assert result["changed"] and not result["errors"] and node.ranks == {}
+
+
+def test_stop_ranks_on_a_node_with_nothing_left_changes_nothing() -> None:
+    node = FakeNode({}, {"phase": "idle", "tripped": None})
+    result = run(module(helpers_state="started", guard_phase="idle", stop_ranks=STOP), node)
+    assert not result["changed"] and result["ranks_stopped"] == {"ranks": [], "stopped": [], "removed": []}
+
+
+def test_an_engine_that_cannot_be_asked_fails_the_stop_but_the_guard_and_helpers_still_run() -> None:
+    """ "Nothing serves" is only said once checked: the error names the engine, and the other steps still run."""
+    node = FakeNode({"comfy.service": "inactive"}, {"phase": "steady", "tripped": None})
+    node.ranks = None
+    result = run(module(helpers=["comfy.service"], helpers_state="started", guard_phase="idle", stop_ranks=STOP), node)
+    assert result["ranks_stopped"] is None
+    assert result["errors"] == ["ranks: the Docker engine could not be asked: connection refused"]
+    assert node.state["phase"] == "idle" and node.units["comfy.service"] == "active"
+
+
+def test_without_stop_ranks_no_rank_is_stopped() -> None:
+    node = FakeNode({}, {"phase": "steady", "tripped": None})
+    node.ranks = {"vllm_dsv41": "running"}
+    result = run(module(helpers_state="started", guard_phase="idle"), node)
+    assert "ranks_stopped" not in result and node.ranks == {"vllm_dsv41": "running"}
