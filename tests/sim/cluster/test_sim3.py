@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 
+import yaml
 from simcluster import (
     REPO,
     ansible_bin,
@@ -409,6 +410,76 @@ def test_boot_faults_stop_before_anything_changes(sim3, tmp_path):
         -3000:
     ]
     assert "nothing was changed" in flat
+
+
+BAD_INPUTS = REPO / "tests" / "unit" / "fixtures" / "bad-inputs"
+SIM3_NAMES = {"spark-head": "sim3-head", "spark-w1": "sim3-worker1", "spark-w2": "sim3-worker2"}
+# where the collection writes on a node (files, units, records, caches), and what the nodes' engines run
+NODE_STATE = (
+    "docker ps -a --format '{{.Names}} {{.Image}} {{.State}}' | sort; "
+    "systemctl list-units --all --no-legend --plain 'dgxspark*' 'systemd-networkd*' | sort; "
+    "find /etc /usr/local /var/lib/dgxspark-cluster /var/log/dgxspark-cluster /var/cache/dgxspark-cluster "
+    "-xdev -newer /run/dgxspark-bad-inputs.mark 2>/dev/null | sort"
+)
+
+
+def _sim3_names(value):
+    """A corpus value written for spark3's hosts (spark-head, spark-w1, spark-w2), for sim3's."""
+    if isinstance(value, dict):
+        return {_sim3_names(k): _sim3_names(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sim3_names(v) for v in value]
+    if isinstance(value, str):
+        for spark, sim in SIM3_NAMES.items():
+            value = value.replace(spark, sim)
+    return value
+
+
+def _bad_input_run(tmp_path, name: str, case: dict) -> subprocess.CompletedProcess:
+    """boot.yml on sim3 with the case's value where it enters: the profile edited, or a host's cabling."""
+    profile = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())
+    for dotted, value in case.get("profile", {}).items():
+        *parents, last = dotted.split("/")
+        node = profile
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        node[int(last) if isinstance(node, list) else last] = value
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(profile, indent=2))
+    key = REPO / ".cache" / "sim" / "sim3" / "id_ed25519"
+    cabling = _sim3_names(case.get("cabling", {}))
+    hosts = {
+        host: {"ansible_ssh_private_key_file": str(key), "dgxspark_profile": str(path)}
+        | ({"dgxspark_fabric_cabling": cabling[host]} if host in cabling else {})
+        for host in SIM3_NAMES.values()
+    }
+    inventory = tmp_path / f"{name}.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    return playbook("playbooks/boot.yml", "-i", str(inventory))
+
+
+def test_the_bad_input_corpus_changes_nothing_on_any_node(sim3, tmp_path):
+    """Every case of the bad-input corpus (tests/unit/fixtures/bad-inputs: kernel command-line words, unit names,
+    paths, interface names that would land in a file another program parses), given to boot.yml on sim3: each is
+    refused by the plan, naming where it entered and what was found, before any node is contacted; afterwards no
+    node has a file, unit or container that differs."""
+    nodes = [node["host"] for node in sim3["nodes"]]
+    for host in nodes:
+        node_sh(host, "touch /run/dgxspark-bad-inputs.mark && sleep 0.01")
+    before = {host: node_sh(host, NODE_STATE).stdout for host in nodes}
+    cases = {path.stem: json.loads(path.read_text()) for path in sorted(BAD_INPUTS.glob("*.json"))}
+    assert len({case["class"] for case in cases.values()}) == 4 and len(cases) >= 20
+    for name, case in cases.items():
+        run = _bad_input_run(tmp_path, name, case)
+        out = " ".join((run.stdout + run.stderr).split())
+        assert run.returncode != 0, (name, out[-2000:])
+        # refused by the plan (controller), before the preflight's one round trip per node
+        assert "UNREACHABLE" not in out and "Gather node facts" not in out, (name, out[-2000:])
+        where = _sim3_names(case["where"])
+        assert where in out and "expected" in out, (name, where, out[-2000:])
+        assert "nothing was touched" in out, (name, out[-2000:])
+    after = {host: node_sh(host, NODE_STATE).stdout for host in nodes}
+    assert after == before
 
 
 def test_reboot_changes_nothing_stop_then_boot_again(sim3, tmp_path):
@@ -854,7 +925,10 @@ API_FILES = {
     "api_key": "/etc/dgxspark/secrets/vllm_api_key",
     "cert": "/etc/dgxspark/tls/api.crt",
     "key": "/etc/dgxspark/tls/api.key",
+    "hf_token": "/etc/dgxspark/secrets/hf_token",
 }
+# A planted Hugging Face token (container.secrets): it reaches the rank as a file, and no output shows it.
+HF_TOKEN = "hf_" + "SimPlantedTokenNeverShown0123456789"
 
 
 def test_boots_with_an_api_key_and_tls(sim3, tmp_path):
@@ -862,8 +936,10 @@ def test_boots_with_an_api_key_and_tls(sim3, tmp_path):
     root's 0600 on every node) whose certificate is for another address fails at once, saying so (not "loading"
     until the timeout). With the right certificate it boots as a candidate through a second inventory: the boot's
     wait, smoke completion and a short bench.yml run send the key over https; from here a request without the key
-    gets a 401 and one with it works; the key is in neither docker inspect nor the boot's output. Then the shipped
-    profile's release is promoted again and the cluster left stopped."""
+    gets a 401 and one with it works; the key is in neither docker inspect nor the boot's output. A planted Hugging
+    Face token (container.secrets) reaches every rank as a read-only file, and shows in none of the plan, the boot's
+    and the bench's output, results.json, report.md, node_facts, docker inspect, the engines' logs and the memory
+    guards' decision logs. Then the shipped profile's release is promoted again and the cluster left stopped."""
     [original] = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
     try:
         api_key_and_tls(tmp_path)
@@ -891,6 +967,7 @@ def put_api_files(tmp_path, address: str) -> None:
         "api_key": API_KEY,
         "cert": (tmp_path / "api.crt").read_text(),
         "key": (tmp_path / "api.key").read_text(),
+        "hf_token": HF_TOKEN,
     }
     for node in ("sim3-head", "sim3-worker1", "sim3-worker2"):
         for name, path in API_FILES.items():
@@ -904,6 +981,7 @@ def api_key_and_tls(tmp_path) -> None:
         "api_key_file": API_FILES["api_key"],
         "tls": {"certfile": API_FILES["cert"], "keyfile": API_FILES["key"]},
     }
+    profile["container"]["secrets"] = {"hf_token": API_FILES["hf_token"]}
     path = tmp_path / "api.json"
     path.write_text(json.dumps(profile, indent=2))
     key = REPO / ".cache" / "sim" / "sim3" / "id_ed25519"
@@ -948,6 +1026,44 @@ def api_key_and_tls(tmp_path) -> None:
     inspect = node_sh("sim3-head", "docker inspect vllm_dsv41").stdout
     assert API_KEY not in inspect and API_KEY not in boot.stdout + boot.stderr + bench.stdout + bench.stderr
     assert '"/bin/sh"' in inspect and "/run/secrets/vllm_api_key" in inspect
+    planted_token_shows_nowhere(inventory, tmp_path, [wrong, boot, bench])
+
+
+def planted_token_shows_nowhere(inventory, tmp_path, runs) -> None:
+    """HF_TOKEN reached every rank as its file, and no output, result or log on this machine or a node holds it."""
+    plan = playbook("playbooks/plan.yml", "-i", str(inventory))
+    assert plan.returncode == 0, plan.stdout[-3000:]
+    facts = ansible(
+        "ansible",
+        "dgxspark",
+        "-i",
+        str(inventory),
+        "-b",
+        "-m",
+        "dgxspark.cluster.node_facts",
+        "-a",
+        json.dumps({"sections": ["secrets", "docker"], "secret_files": [API_FILES["hf_token"]]}),
+    )
+    assert facts.returncode == 0 and "hf_token" in facts.stdout, facts.stdout[-3000:]
+    outputs = {"plan.yml": plan, "node_facts": facts} | {f"run {i}": run for i, run in enumerate(runs)}
+    for name, run in outputs.items():
+        assert HF_TOKEN not in run.stdout + run.stderr, name
+    results = [p for p in (tmp_path / ".bench").rglob("*") if p.is_file()]
+    assert {p.name for p in results} >= {"results.json", "report.md"}, results
+    for result in results:
+        assert HF_TOKEN not in result.read_text(errors="replace"), result
+    for node in ("sim3-head", "sim3-worker1", "sim3-worker2"):
+        # delivered: the rank reads it from its read-only file
+        assert node_sh(node, "docker exec vllm_dsv41 cat /run/secrets/hf_token").stdout == HF_TOKEN, node
+        for where in (
+            "docker inspect vllm_dsv41",
+            "docker logs vllm_dsv41 2>&1",
+            "cat /var/log/dgxspark-memguard/decisions.jsonl* /run/dgxspark-memguard/state.json",
+            "cat /var/log/dgxspark-cluster/ranks/* /var/lib/dgxspark-cluster/releases/* 2>/dev/null",
+        ):
+            said = node_sh(node, where, check=False)
+            assert said.stdout.strip() or where.startswith("cat /var/log/dgxspark-cluster"), (node, where)
+            assert HF_TOKEN not in said.stdout + said.stderr, (node, where)
 
 
 HELPER = "dgxspark-sim-helper.service"  # the sim profiles' host.helper_services (sim/node/rootfs)
