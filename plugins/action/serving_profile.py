@@ -72,14 +72,17 @@ class ActionModule(ActionBase):
                     msg=f"hosts not in {args['head_group']} or {args['workers_group']}: " + ", ".join(unknown),
                 )
                 return result
-            strays = other_clusters_hosts(task_vars.get("ansible_play_hosts_all", []), hosts, task_vars.get("hostvars", {}))
+            strays = other_clusters_hosts(
+                task_vars.get("ansible_play_hosts_all", []), hosts, task_vars.get("hostvars", {})
+            )
             if strays:
                 result.update(
                     failed=True,
                     msg=(
                         f"this run's hosts {', '.join(strays)} have a rank but are not in {args['head_group']} or "
                         f"{args['workers_group']}: the inventory holds more than one cluster, and a run acts on one. "
-                        "Limit it to one cluster's group (--limit, or the AWX job template's limit); nothing was touched."
+                        "Limit it to one cluster's group (--limit, or the AWX job template's limit); "
+                        "nothing was touched."
                     ),
                 )
                 return result

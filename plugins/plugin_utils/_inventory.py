@@ -81,7 +81,9 @@ def hosts_from_inventory(
     return hosts, [h for h in heads if h in workers]
 
 
-def other_clusters_hosts(play_hosts: Sequence[str], hosts: Sequence[Host], hostvars: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def other_clusters_hosts(
+    play_hosts: Sequence[str], hosts: Sequence[Host], hostvars: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
     """The hosts of a run that belong to another cluster: they carry a rank (``dgxspark_rank``) but are not among
     this cluster's head and workers. An inventory may hold a fleet, several clusters side by side (each with its
     own head and workers groups); a run then acts on one, limited to its group, and one that spans two would plan
