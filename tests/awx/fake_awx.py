@@ -11,7 +11,14 @@ this stand-in, which answers as AWX 24.6.1 does:
 - POST creates (400 when a required field or a foreign key is missing), POST {"id"} attaches (204),
   PUT replaces;
 - POST survey_spec applies AWX's own survey checks (JobTemplateSurveySpec._validate_spec_data in
-  awx/api/views/__init__.py, restated here).
+  awx/api/views/__init__.py, restated here);
+- a workflow node's and a schedule's prompts (limit, inventory, ...) are checked as AWX checks a saved launch
+  configuration (UnifiedJobTemplate._accept_or_ignore_job_kwargs): a value other than the template's own is
+  refused unless the template asks for it on launch; a credential attached to a node follows AWX's
+  LaunchConfigCredentialsBase.is_valid_relation (the template asks for credentials, does not have this one
+  already, and the node has no other of its type);
+- a schedule's rrule gets AWX's own checks (SchedulePreviewSerializer.validate_rrule, restated), and a choice
+  field (an execution environment's pull) only takes AWX's choices.
 
 Pre-existing objects (the Machine credential type and the machine credential an operator creates by
 hand) are added with `add`.
@@ -20,6 +27,7 @@ hand) are added with `add`.
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -207,6 +215,34 @@ POST_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
         "job_tags": (_S, False),
         "skip_tags": (_S, False),
     },
+    "execution_environments": {
+        "name": (_S, True),
+        "description": (_S, False),
+        "organization": (_ID, False),
+        "image": (_S, True),
+        "credential": (_ID, False),
+        "pull": ("choice", False),
+    },
+    "schedules": {
+        "name": (_S, True),
+        "description": (_S, False),
+        "extra_data": (_J, False),
+        "inventory": (_ID, False),
+        "scm_branch": (_S, False),
+        "job_type": ("choice", False),
+        "job_tags": (_S, False),
+        "skip_tags": (_S, False),
+        "limit": (_S, False),
+        "diff_mode": (_B, False),
+        "verbosity": ("choice", False),
+        "execution_environment": (_ID, False),
+        "forks": (_I, False),
+        "job_slice_count": (_I, False),
+        "timeout": (_I, False),
+        "unified_job_template": (_ID, True),
+        "enabled": (_B, False),
+        "rrule": (_S, True),
+    },
     "workflow_job_template_nodes": {
         "extra_data": (_J, False),
         "inventory": (_ID, False),
@@ -246,7 +282,44 @@ ATTACH_SUBLISTS = {
     ("workflow_job_template_nodes", "failure_nodes"): "workflow_job_template_nodes",
     ("workflow_job_template_nodes", "always_nodes"): "workflow_job_template_nodes",
     ("workflow_job_template_nodes", "credentials"): "credentials",
+    ("schedules", "credentials"): "credentials",
 }
+# AWX's choices for the choice fields the file sets (the models' choices)
+CHOICES = {
+    ("execution_environments", "pull"): {"", "always", "missing", "never"},
+    ("job_templates", "job_type"): {"run", "check"},
+    ("job_templates", "verbosity"): {0, 1, 2, 3, 4, 5},
+}
+# A launch configuration's prompts (a workflow node's, a schedule's) -> the template's field that allows them
+# (JobTemplate.get_ask_mapping); a value equal to the template's own is no prompt at all.
+ASK_MAPPING = {
+    "inventory": "ask_inventory_on_launch",
+    "limit": "ask_limit_on_launch",
+    "scm_branch": "ask_scm_branch_on_launch",
+    "job_type": "ask_job_type_on_launch",
+    "job_tags": "ask_tags_on_launch",
+    "skip_tags": "ask_skip_tags_on_launch",
+    "diff_mode": "ask_diff_mode_on_launch",
+    "verbosity": "ask_verbosity_on_launch",
+    "execution_environment": "ask_execution_environment_on_launch",
+    "forks": "ask_forks_on_launch",
+    "job_slice_count": "ask_job_slice_count_on_launch",
+    "timeout": "ask_timeout_on_launch",
+}
+# what a template's field is when the file does not set it (AWX's model defaults)
+FIELD_DEFAULTS = {
+    "limit": "",
+    "scm_branch": "",
+    "job_tags": "",
+    "skip_tags": "",
+    "job_type": "run",
+    "forks": 0,
+    "verbosity": 0,
+    "timeout": 0,
+    "job_slice_count": 1,
+    "diff_mode": False,
+}
+LAUNCH_CONFIGS = ("workflow_job_template_nodes", "schedules")
 # AWX's survey question types and the Python type of their defaults (JobTemplateSurveySpec.ALLOWED_TYPES)
 SURVEY_TYPES: dict[str, type | tuple[type, ...]] = {
     "text": str,
@@ -257,6 +330,39 @@ SURVEY_TYPES: dict[str, type | tuple[type, ...]] = {
     "integer": int,
     "float": (float, int),
 }
+
+
+def rrule_errors(rrule: Any) -> list[str]:
+    """What AWX's schedules refuse in an rrule (SchedulePreviewSerializer.validate_rrule, restated; AWX then parses
+    it with dateutil, which is not restated here)."""
+    if not isinstance(rrule, str) or not rrule:
+        return ["This field may not be blank."]
+    errors = []
+    dtstarts = re.findall(r".*?(DTSTART(;[^:]+)?\:[0-9]+T[0-9]+Z?)", rrule)
+    if not dtstarts:
+        errors.append("Valid DTSTART required in rrule. Value should start with: DTSTART:YYYYMMDDTHHMMSSZ")
+    if re.findall(r".*?(DTSTART:[0-9]+T[0-9]+) ", rrule):
+        errors.append("DTSTART cannot be a naive datetime.  Specify ;TZINFO= or YYYYMMDDTHHMMSSZZ.")
+    if len(dtstarts) > 1:
+        errors.append("Multiple DTSTART is not supported.")
+    if "rrule:" not in rrule.lower():
+        errors.append("One or more rule required in rrule.")
+    for word in ("exdate:", "rdate:"):
+        if word in rrule.lower():
+            errors.append(f"{word[:-1].upper()} not allowed in rrule.")
+    for rule in re.findall(r".*?(RULE\:[^\s]*)", rrule):
+        if "interval" not in rule.lower():
+            errors.append(f"INTERVAL required in rrule: {rule}")
+        elif "secondly" in rule.lower():
+            errors.append(f"SECONDLY is not supported: {rule}")
+        if re.match(r".*?BYDAY[\:\=][0-9]+[a-zA-Z]{2}", rule):
+            errors.append(f"BYDAY with numeric prefix not supported: {rule}")
+        if "COUNT" in rule and "UNTIL" in rule:
+            errors.append(f"RRULE may not contain both COUNT and UNTIL: {rule}")
+        count = re.match(r".*?(COUNT\=[0-9]+)", rule)
+        if count and int(count[1].split("=")[1]) > 999:
+            errors.append(f"COUNT > 999 is unsupported: {rule}")
+    return errors
 
 
 class ApiError(Exception):
@@ -375,7 +481,44 @@ class FakeAWX:
             target = _fk_path(path, key)
             if fields[key][0] == _ID and value is not None and target and value not in self.objects[target]:
                 raise ApiError(400, {key: [f"invalid pk {value!r}"]})
+        self._validate(path, data)
         return self.add(path, **data)
+
+    def _validate(self, path: str, data: dict[str, Any]) -> None:
+        """AWX's checks of a field's value beyond its type: choices, a launch configuration's prompts, an rrule."""
+        problems = {
+            key: [f"{value!r} is not a valid choice"]
+            for key, value in data.items()
+            if (path, key) in CHOICES and value not in CHOICES[(path, key)]
+        }
+        if path == "schedules" and "rrule" in data:
+            problems.update({"rrule": errors} if (errors := rrule_errors(data["rrule"])) else {})
+        if path in LAUNCH_CONFIGS and data.get("unified_job_template") is not None:
+            template = self.objects["job_templates"][data["unified_job_template"]]
+            for key, ask in ASK_MAPPING.items():
+                if data.get(key) is None or data[key] == template.get(key, FIELD_DEFAULTS.get(key)):
+                    continue  # no prompt, or the template's own value: neither accepted nor ignored
+                if not template.get(ask):
+                    problems[key] = ["Field is not configured to prompt on launch."]
+        if problems:
+            raise ApiError(400, problems)
+
+    def _attach_problem(self, path: str, obj_id: int, sub: str, child_id: int) -> str | None:
+        """Why AWX refuses to attach a credential to a launch configuration (LaunchConfigCredentialsBase)."""
+        if path not in LAUNCH_CONFIGS or sub != "credentials":
+            return None
+        template_id = self.objects[path][obj_id].get("unified_job_template")
+        if template_id is None:
+            return "Cannot assign credential when related template is null."
+        if not self.objects["job_templates"][template_id].get("ask_credential_on_launch"):
+            return "Related template is not configured to accept credentials on launch."
+        credential = self.objects["credentials"][child_id]
+        kinds = [self.objects["credentials"][i]["credential_type"] for i in self.links.get((path, obj_id, sub), [])]
+        if credential["credential_type"] in kinds:
+            return "This launch configuration already provides a credential of that type."
+        if child_id in self.links.get(("job_templates", template_id, "credentials"), []):
+            return f"Related template already uses {credential['name']} credential."
+        return None
 
     # ---------------------------------------------------------------- HTTP
     def _handle(self, method: str, url: str, body: Any, query: dict[str, Any]) -> tuple[int, Any]:
@@ -405,6 +548,7 @@ class FakeAWX:
                     problems = [k for k in body if k not in POST_FIELDS[path]]
                     if problems:
                         raise ApiError(400, {"errors": problems})
+                self._validate(path, {**self.objects[path][obj_id], **body})
                 self.objects[path][obj_id].update(body)
                 return 200, self._render(path, self.objects[path][obj_id])
         sub = parts[2]
@@ -437,6 +581,8 @@ class FakeAWX:
             if method == "post":
                 if body.get("id") not in self.objects[child]:
                     raise ApiError(400, {"msg": f"no {child} {body.get('id')}"})
+                if problem := self._attach_problem(path, obj_id, sub, body["id"]):
+                    raise ApiError(400, {"msg": problem})
                 if body["id"] not in ids:
                     ids.append(body["id"])
                 return 204, None
@@ -493,4 +639,6 @@ def _fk_path(path: str, field: str) -> str | None:
         "signature_validation_credential": "credentials",
         "user": "users",
         "team": "teams",
+        "execution_environment": "execution_environments",
+        "default_environment": "execution_environments",
     }.get(field)

@@ -20,6 +20,23 @@ from fake_awx import ATTACH_SUBLISTS, CREATE_SUBLISTS, POST_FIELDS, ROOT_ENDPOIN
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCES = ROOT / "awx" / "resources.yml"
 CREDENTIAL = "dgxspark nodes (SSH)"
+# the fleet (inventories/fleet): its clusters, each with its own machine credential, made by hand like CREDENTIAL
+FLEET = {"sim3": "dgxspark sim3 machine", "sim4": "dgxspark sim4 machine"}
+EE = "dgxspark.cluster EE"
+PLAYBOOKS = (
+    "preflight",
+    "boot",
+    "stop",
+    "bench",
+    "compare",
+    "releases",
+    "rollback",
+    "promote",
+    "images",
+    "recover",
+    "window",
+)
+FLEET_PLAYBOOKS = ("preflight", "boot", "stop", "bench", "recover")
 
 
 def load() -> dict[str, Any]:
@@ -29,11 +46,12 @@ def load() -> dict[str, Any]:
 
 
 def seeded() -> FakeAWX:
-    """An AWX that has what an operator makes by hand before the import: the machine credential."""
+    """An AWX that has what an operator makes by hand before the import: the machine credentials."""
     awx = FakeAWX()
     machine = awx.add("credential_types", name="Machine", kind="ssh", managed=True)
     org = awx.add("organizations", name="DGX Spark")
-    awx.add("credentials", name=CREDENTIAL, organization=org["id"], credential_type=machine["id"])
+    for name in (CREDENTIAL, *FLEET.values()):
+        awx.add("credentials", name=name, organization=org["id"], credential_type=machine["id"])
     return awx
 
 
@@ -84,42 +102,54 @@ def test_awx_import_creates_everything(caplog: pytest.LogCaptureFixture) -> None
     org = awx.find("organizations", name="DGX Spark")[0]
     (project,) = awx.find("projects", name="dgxspark.cluster")
     assert project["organization"] == org["id"]
-    (credential,) = awx.find("credentials", name=CREDENTIAL)
-    assert len(awx.objects["credentials"]) == 1, "the import must not create credentials (no secret in the repo)"
+    credentials = {c["name"]: c["id"] for c in awx.find("credentials")}
+    assert len(credentials) == 1 + len(FLEET), "the import must not create credentials (no secret in the repo)"
+    (ee,) = awx.find("execution_environments")
+    assert (ee["name"], ee["image"], ee["pull"], ee["organization"]) == (
+        EE,
+        "dgxspark-ee/ee:latest",
+        "never",
+        org["id"],
+    )
 
     inventories = {i["name"]: i for i in awx.find("inventories")}
-    assert {"spark3", "sim3"} <= set(inventories)
+    assert {"spark3", "sim3", "fleet"} <= set(inventories)
     for name, inv in inventories.items():
         groups = {g["name"]: g for g in awx.find("groups", inventory=inv["id"])}
         assert {"dgxspark", "dgxspark_head", "dgxspark_workers"} <= set(groups), name
         children = {g["name"] for g in awx.linked("groups", groups["dgxspark"]["id"], "children")}
+        if name == "fleet":
+            continue  # below
         assert children == {"dgxspark_head", "dgxspark_workers"}, name
         heads = awx.linked("groups", groups["dgxspark_head"]["id"], "hosts")
         assert len(heads) == 1, f"{name}: the head group holds one host, found {heads}"
 
     templates = {t["name"]: t for t in awx.find("job_templates")}
-    names = (
-        "preflight",
-        "boot",
-        "stop",
-        "bench",
-        "compare",
-        "releases",
-        "rollback",
-        "promote",
-        "images",
-        "recover",
-        "window",
-    )
-    expected = {f"dgxspark {t}": f"playbooks/{t}.yml" for t in names}
+    expected = {f"dgxspark {t}": f"playbooks/{t}.yml" for t in PLAYBOOKS}
+    expected |= {f"dgxspark {t} (fleet {c})": f"playbooks/{t}.yml" for t in FLEET_PLAYBOOKS for c in FLEET}
     assert {n: t["playbook"] for n, t in templates.items()} == expected
     for name, template in templates.items():
         assert template["project"] == project["id"], name
-        assert template["inventory"] == inventories["spark3"]["id"], name
-        assert [c["id"] for c in awx.linked("job_templates", template["id"], "credentials")] == [credential["id"]], name
+        assert template["execution_environment"] == ee["id"], name
         assert awx.surveys[template["id"]]["spec"], f"{name}: no survey stored"
+        linked = [c["id"] for c in awx.linked("job_templates", template["id"], "credentials")]
+        cluster = name.rpartition(" ")[2].rstrip(")") if name.endswith(")") else None
+        if cluster is None:
+            assert template["inventory"] == inventories["spark3"]["id"], name
+            assert linked == [credentials[CREDENTIAL]], name
+            assert template.get("limit", "") == "" and template["ask_limit_on_launch"], name
+        else:  # a fleet cluster's own: its inventory, limit and credential, none of them asked at launch
+            assert template["inventory"] == inventories["fleet"]["id"], name
+            assert template["limit"] == cluster, name
+            assert linked == [credentials[FLEET[cluster]]], name
+            asked = [
+                k for k in ("ask_inventory_on_launch", "ask_limit_on_launch", "ask_credential_on_launch") if template[k]
+            ]
+            assert not asked, f"{name} asks {asked} at launch"
+            questions = {q["variable"] for q in awx.surveys[template["id"]]["spec"]}
+            assert not questions & {"boot_head_group", "boot_workers_group"}, name
 
-    (workflow,) = awx.find("workflow_job_templates")
+    (workflow,) = awx.find("workflow_job_templates", name="dgxspark preflight, boot, bench")
     nodes = {n["identifier"]: n for n in awx.find("workflow_job_template_nodes", workflow_job_template=workflow["id"])}
     assert {k: n["unified_job_template"] for k, n in nodes.items()} == {
         step: templates[f"dgxspark {step}"]["id"] for step in ("preflight", "boot", "bench", "promote")
@@ -129,6 +159,89 @@ def test_awx_import_creates_everything(caplog: pytest.LogCaptureFixture) -> None
         for k, n in nodes.items()
     }
     assert chain == {"preflight": ["boot"], "boot": ["bench"], "bench": ["promote"], "promote": []}
+
+
+def test_the_fleet_inventory_keeps_each_cluster_apart(caplog: pytest.LogCaptureFixture) -> None:
+    """In AWX, the fleet is one inventory whose clusters are groups of their own, each with its head and workers
+    groups and its own variables; the playbooks' dgxspark_head and dgxspark_workers hold every cluster's."""
+    awx = seeded()
+    run_import(awx, load(), caplog)
+    (fleet,) = awx.find("inventories", name="fleet")
+    groups = {g["name"]: g for g in awx.find("groups", inventory=fleet["id"])}
+
+    def children(group: str) -> set[str]:
+        return {g["name"] for g in awx.linked("groups", groups[group]["id"], "children")}
+
+    def hosts(group: str) -> set[str]:
+        found = {h["name"] for h in awx.linked("groups", groups[group]["id"], "hosts")}
+        return found.union(*(hosts(child) for child in children(group)))
+
+    assert children("dgxspark") == {*FLEET, "dgxspark_head", "dgxspark_workers"}
+    assert children("dgxspark_head") == {f"{c}_head" for c in FLEET}
+    assert children("dgxspark_workers") == {f"{c}_workers" for c in FLEET}
+    sizes = {"sim3": 3, "sim4": 4}
+    for cluster in FLEET:
+        assert children(cluster) == {f"{cluster}_head", f"{cluster}_workers"}
+        assert len(hosts(f"{cluster}_head")) == 1 and len(hosts(cluster)) == sizes[cluster]
+        assert all(h.startswith(f"{cluster}-") for h in hosts(cluster)), hosts(cluster)
+        variables = yaml.safe_load(groups[cluster]["variables"])
+        assert variables["boot_head_group"] == f"{cluster}_head"
+        assert variables["boot_workers_group"] == f"{cluster}_workers"
+        assert variables["dgxspark_profile"] == f"{{{{ playbook_dir }}}}/../inventories/{cluster}/serving-profile.json"
+        assert "ansible_ssh_private_key_file" not in variables, "the machine credential gives the key"
+        assert not any("inventory_dir" in str(value) for value in variables.values()), variables
+    assert not hosts("sim3") & hosts("sim4")
+
+
+def test_the_fleet_workflow_boots_every_cluster_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Two nodes, no link between them (AWX starts every node without a parent at once), each its cluster's boot
+    template, limit and inventory; the workflow asks nothing at launch (its answers would go to both nodes)."""
+    awx = seeded()
+    run_import(awx, load(), caplog)
+    (workflow,) = awx.find("workflow_job_templates", name="dgxspark fleet boot")
+    (fleet,) = awx.find("inventories", name="fleet")
+    assert workflow["inventory"] == fleet["id"]
+    asked = [k for k in ("ask_inventory_on_launch", "ask_limit_on_launch", "ask_variables_on_launch") if workflow[k]]
+    assert not asked, f"the fleet workflow asks {asked}"
+    nodes = {n["identifier"]: n for n in awx.find("workflow_job_template_nodes", workflow_job_template=workflow["id"])}
+    assert set(nodes) == set(FLEET)
+    for cluster, node in nodes.items():
+        template = awx.objects["job_templates"][node["unified_job_template"]]
+        assert template["name"] == f"dgxspark boot (fleet {cluster})"
+        assert (
+            (node["limit"], node["inventory"]) == (cluster, fleet["id"]) == (template["limit"], template["inventory"])
+        )
+        for sub in ("success_nodes", "failure_nodes", "always_nodes"):
+            assert not awx.linked("workflow_job_template_nodes", node["id"], sub), f"{cluster}: {sub}"
+        # the node's credential is its template's own (AWX refuses to attach that one to the node)
+        assert not awx.linked("workflow_job_template_nodes", node["id"], "credentials")
+        machine = awx.linked("job_templates", template["id"], "credentials")
+        assert [c["name"] for c in machine] == [FLEET[cluster]]
+    # nothing starts any node after another: every node is a root
+    targets = [
+        child["id"]
+        for node in nodes.values()
+        for sub in ("success_nodes", "failure_nodes", "always_nodes")
+        for child in awx.linked("workflow_job_template_nodes", node["id"], sub)
+    ]
+    assert not targets
+
+
+def test_the_schedules_are_imported_disabled(caplog: pytest.LogCaptureFixture) -> None:
+    """A nightly bench and a recover check on every cluster's bench and recover templates, none of them on until a
+    team turns it on; each rrule passes AWX's own checks (the stand-in's)."""
+    awx = seeded()
+    run_import(awx, load(), caplog)
+    templates = {t["id"]: t["name"] for t in awx.find("job_templates")}
+    found = {s["name"]: (templates[s["unified_job_template"]], s["enabled"]) for s in awx.find("schedules")}
+    expected = {}
+    for suffix in ("", *(f" (fleet {c})" for c in FLEET)):
+        expected[f"dgxspark nightly bench{suffix}"] = (f"dgxspark bench{suffix}", False)
+        expected[f"dgxspark recover check{suffix}"] = (f"dgxspark recover{suffix}", False)
+    assert found == expected
+    rules = {s["name"]: s["rrule"] for s in awx.find("schedules")}
+    assert rules["dgxspark nightly bench"].endswith("RRULE:FREQ=DAILY;INTERVAL=1")
+    assert rules["dgxspark recover check"].endswith("RRULE:FREQ=MINUTELY;INTERVAL=5")
 
 
 def test_a_second_import_changes_nothing_it_should_not(caplog: pytest.LogCaptureFixture) -> None:
@@ -153,3 +266,58 @@ def test_the_fake_rejects_what_awx_rejects(caplog: pytest.LogCaptureFixture) -> 
     data["job_templates"][0]["related"]["survey_spec"]["spec"][0]["type"] = "boolean"
     with pytest.raises(Exception, match="not one of"):
         run_import(seeded(), data, caplog)
+
+
+def _fleet_node(data: dict[str, Any], cluster: str) -> dict[str, Any]:
+    (workflow,) = [w for w in data["workflow_job_templates"] if w["name"] == "dgxspark fleet boot"]
+    (node,) = [n for n in workflow["related"]["workflow_nodes"] if n["identifier"] == cluster]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        # a node cannot widen its template's fixed limit, nor move it to another inventory
+        (lambda data: _fleet_node(data, "sim3").update(limit="sim3:sim4"), "not configured to prompt on launch"),
+        (lambda data: _fleet_node(data, "sim3").update(inventory=data["inventory"][-1]["natural_key"]), "prompt"),
+        # nor carry a credential: its template has its own and does not ask for one
+        (
+            lambda data: _fleet_node(data, "sim4")["related"]["credentials"].append(
+                data["job_templates"][-1]["related"]["credentials"][0]
+            ),
+            "association failed",
+        ),
+        (
+            lambda data: data["schedules"][0].update(rrule="DTSTART:20260101T020000 RRULE:FREQ=DAILY;INTERVAL=1"),
+            "naive",
+        ),
+        (lambda data: data["schedules"][1].update(rrule="DTSTART:20260101T000000Z RRULE:FREQ=MINUTELY"), "INTERVAL"),
+        (lambda data: data["execution_environments"][0].update(pull="sometimes"), "not a valid choice"),
+    ],
+    ids=["node-limit", "node-inventory", "node-credential", "naive-dtstart", "no-interval", "pull-choice"],
+)
+def test_the_fake_refuses_what_awx_refuses_of_the_fleet_and_schedules(
+    change: Any, refusal: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A workflow node's prompts and credentials, a schedule's rrule and the EE's pull are checked as AWX checks
+    them: the same file, changed in one place, fails the import with AWX's reason."""
+    data = load()
+    change(data)
+    with pytest.raises(AssertionError, match=refusal):
+        run_import(seeded(), data, caplog)
+
+
+def test_a_node_credential_is_taken_where_the_template_asks_for_one(caplog: pytest.LogCaptureFixture) -> None:
+    """The other side of the refusal above: the generic workflow's templates ask for credentials, so a node of it
+    may carry a fleet cluster's (the stand-in does not refuse every node credential)."""
+    data = load()
+    node = data["workflow_job_templates"][0]["related"]["workflow_nodes"][0]
+    node["related"]["credentials"].append(
+        next(t for t in data["job_templates"] if t["name"] == "dgxspark boot (fleet sim3)")["related"]["credentials"][0]
+    )
+    awx = seeded()
+    run_import(awx, data, caplog)
+    (preflight,) = awx.find("workflow_job_template_nodes", identifier=node["identifier"])
+    assert [c["name"] for c in awx.linked("workflow_job_template_nodes", preflight["id"], "credentials")] == [
+        FLEET["sim3"]
+    ]

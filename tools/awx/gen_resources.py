@@ -2,18 +2,25 @@
 """Write awx/resources.yml: the AWX resources of dgxspark.cluster in awxkit's import format.
 
     make awx-resources        # or: .venv/bin/python tools/awx/gen_resources.py [--check]
+    .venv/bin/python tools/awx/gen_resources.py --ee-image registry.example.com/dgxspark/ee:0.1.0 \\
+        --ee-pull missing --output - | awx import -f yaml      # a site's own EE image (docs/awx.md)
 
-What the file holds (load it with `awx import -f yaml < awx/resources.yml`, README "AWX"):
-  - the organization and the project (this repository);
-  - one inventory per cluster in inventories/ with the same hosts, groups and variables, except two
-    variables that point into the checkout: dgxspark_profile (AWX gives the playbooks no inventory_dir
-    in the repository, so the path starts from playbook_dir) and ansible_ssh_private_key_file (the
-    machine credential gives the key);
-  - job templates for the playbooks named in TEMPLATES, each with a survey made from the argument specs
-    of what the playbook runs (SURVEY_RULES below), and the machine credential referred to by name;
-  - the workflow preflight -> boot -> bench.
+What the file holds (load it with `awx import -f yaml < awx/resources.yml`; docs/awx.md):
+  - the organization, the project (this repository) and the execution environment the templates run in (the
+    image `make ee-image` builds, never pulled: docs/awx.md says how it gets onto AWX's nodes);
+  - one inventory per directory of inventories/ with the same hosts, groups and variables, except that every
+    `{{ inventory_dir }}` becomes the checkout's path from playbook_dir (an AWX job's inventory_dir is the
+    folder of the inventory script AWX writes, not the checkout) and ansible_ssh_private_key_file is dropped
+    (the machine credential gives the key);
+  - job templates for the playbooks named in TEMPLATES, each with a survey made from the argument specs of
+    what the playbook runs (SURVEY_RULES below), and the machine credential referred to by name;
+  - for an inventory that holds a fleet (several clusters, each a group whose variables name its head and
+    workers groups: inventories/fleet), the templates of FLEET_TEMPLATES once per cluster, limited to it, with
+    the cluster's own machine credential; and the workflow that boots every cluster of the fleet at once;
+  - the workflow preflight -> boot -> bench -> promote;
+  - schedules (a nightly bench, a recover check every 5 minutes), imported disabled.
 
-The machine credential itself is not in the file: it holds a secret. Create it in AWX first (README).
+The machine credentials themselves are not in the file: they hold secrets. Create them in AWX first.
 The surveys are generated, never edited: tests/unit/awx/ checks that the file is this script's output
 and, independently, that every question matches its spec.
 """
@@ -22,7 +29,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import posixpath
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +48,46 @@ SCM_BRANCH = "main"
 CREDENTIAL = "dgxspark nodes (SSH)"
 DEFAULT_INVENTORY = "spark3"
 PREFIX = "dgxspark"
+# The execution environment: the image `make ee-image` builds (tools/packaging/ee_image.py: REPOSITORY and
+# STABLE_TAG), loaded onto AWX's nodes by hand (docker save/load, docs/awx.md), so never pulled: a pull of this
+# name would ask Docker Hub for dgxspark-ee/ee, a name this project does not own.
+EE_NAME = "dgxspark.cluster EE"
+EE_IMAGE = "dgxspark-ee/ee:latest"
+EE_PULL = "never"
+EE_PULL_CHOICES = ("always", "missing", "never")
+# The variables of a cluster's group in a fleet that name its head and workers groups (the playbooks' own).
+CLUSTER_VARS = ("boot_head_group", "boot_workers_group")
+# The templates a fleet gets once per cluster, and the one its workflow runs on every cluster at once.
+FLEET_TEMPLATES = ("preflight", "boot", "stop", "bench", "recover")
+FLEET_WORKFLOW_STEP = "boot"
+# What a run of a fleet inventory without its cluster's limit would do (why the limit is fixed), per template.
+FLEET_UNLIMITED = {
+    "preflight": "its hosts would span two clusters, and the plan refuses that before any node is contacted",
+    "boot": "its hosts would span two clusters, and the plan (the boot's preflight) refuses that before any node "
+    "is touched",
+    "stop": "stop.yml has no plan to refuse it: it would stop every cluster of the inventory",
+    "bench": "its hosts would span two clusters, and the benchmark's plan refuses that before any request is sent",
+    "recover": "its look at the nodes and its decision would mix two clusters (an interrupted boot's undo on any "
+    "node, an attempt recorded on one head) before the boot's plan refused the run",
+}
+# The schedules: (name, template, rrule, description). AWX takes an rrule with a DTSTART in UTC or with a time
+# zone, one RRULE with an INTERVAL; a schedule runs its template with the survey's defaults. Imported disabled:
+# an import starts nothing on a cluster; a team turns each on when it wants it (docs/awx.md).
+SCHEDULES = (
+    (
+        "nightly bench",
+        "bench",
+        "DTSTART:20260101T020000Z RRULE:FREQ=DAILY;INTERVAL=1",
+        "Every night at 02:00 UTC: the benchmark of the serving cluster (results in the job's output).",
+    ),
+    (
+        "recover check",
+        "recover",
+        "DTSTART:20260101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=5",
+        "Every 5 minutes: recover.yml; a serving cluster, or a run inside the backoff, changes nothing; a memory "
+        "trip or the attempts spent fails the job (what a notification should watch).",
+    ),
+)
 
 BOOT_SPEC = ("roles/boot/meta/argument_specs.yml", "main")
 PLAYBOOK_SPEC = "awx/playbook_argument_specs.yml"
@@ -123,7 +173,9 @@ Survey questions are made from the argument specs of what each playbook runs (it
   Jinja default or none) and dict-valued options have no question: give them as extra variables
   (every template prompts for them). Nor has a variable the playbook sets itself (set_fact: rollback.yml
   sets the boot's boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable
-  would take its place."""
+  would take its place. A fleet's template for one cluster has no question for a variable that
+  the cluster's group sets (boot_head_group, boot_workers_group): AWX gives every launch its survey's
+  defaults as extra variables, which would replace the cluster's own."""
 
 
 def _org_key() -> dict[str, Any]:
@@ -134,13 +186,22 @@ def _key(kind: str, name: str) -> dict[str, Any]:
     return {"organization": _org_key(), "name": name, "type": kind}
 
 
-def _credential_key() -> dict[str, Any]:
+def _credential_key(name: str = CREDENTIAL) -> dict[str, Any]:
     return {
         "organization": _org_key(),
-        "name": CREDENTIAL,
+        "name": name,
         "credential_type": {"name": "Machine", "kind": "ssh", "type": "credential_type"},
         "type": "credential",
     }
+
+
+def cluster_credential(cluster: str) -> str:
+    """The name of a fleet cluster's machine credential (made by hand in AWX, like CREDENTIAL)."""
+    return f"{PREFIX} {cluster} machine"
+
+
+def _ee_key() -> dict[str, Any]:
+    return {"name": EE_NAME, "type": "execution_environment"}
 
 
 class _Dumper(yaml.SafeDumper):
@@ -247,42 +308,163 @@ def question(name: str, option: dict[str, Any]) -> dict[str, Any] | None:
     return q
 
 
-def survey(template: str, spec: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    questions = [q for name, option in spec.items() if (q := question(name, option)) is not None]
-    return {
-        "name": f"{PREFIX} {template}",
-        "description": "Made from the argument specs of what the playbook runs (tools/awx/gen_resources.py).",
-        "spec": questions,
-    }
+def survey(
+    template: str, spec: dict[str, dict[str, Any]], name: str = "", without: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    questions = [q for option, body in spec.items() if option not in without and (q := question(option, body))]
+    dropped = sorted(option for option, body in spec.items() if option in without and question(option, body))
+    description = "Made from the argument specs of what the playbook runs (tools/awx/gen_resources.py)."
+    if dropped:
+        description += f" No question for what the cluster's group sets: {', '.join(dropped)}."
+    return {"name": name or f"{PREFIX} {template}", "description": description, "spec": questions}
 
 
-def inventory(name: str) -> dict[str, Any]:
-    """One AWX inventory from inventories/<name>: hosts, groups and variables as the repository has them."""
+# ------------------------------------------------------------------------------------------------ inventories
+_AT_INVENTORY_DIR = re.compile(r"\{\{\s*inventory_dir\s*\}\}(/[^{}]*)?")
+# What the machine credential gives a job instead.
+CREDENTIAL_VARS = ("ansible_ssh_private_key_file", "ansible_private_key_file")
+
+
+def checkout_path(value: Any, name: str) -> Any:
+    """A variable of inventories/<name> as an AWX job needs it: every `{{ inventory_dir }}/<path>` (in a string, a
+    list or a dict) becomes the same file's path in the job's checkout, from playbook_dir.
+
+    An AWX job has an inventory_dir, but not the repository's: it is the folder of the inventory script that AWX
+    writes into the job's private data directory (inventory/hosts), for a database inventory as for any other. Its
+    playbook_dir is the project's playbooks/ (every template's playbook is there), so the checkout is
+    `{{ playbook_dir }}/..`. The path is normalised (inventories/fleet/../sim3 is inventories/sim3). A variable that
+    uses inventory_dir otherwise (in an expression, after other text), or whose path leaves the checkout, is
+    refused: exported as it is, it would name a file that no AWX job has."""
+    if isinstance(value, dict):
+        return {key: checkout_path(item, name) for key, item in value.items()}
+    if isinstance(value, list):
+        return [checkout_path(item, name) for item in value]
+    if not isinstance(value, str) or "inventory_dir" not in value:
+        return value
+    match = _AT_INVENTORY_DIR.fullmatch(value)
+    if not match:
+        raise ValueError(
+            f"inventories/{name}: {value!r} uses inventory_dir other than as '{{{{ inventory_dir }}}}/<path>', "
+            "which an AWX job cannot have: write it so, or give the path another way"
+        )
+    relative = posixpath.normpath(posixpath.join("inventories", name, (match[1] or "").lstrip("/")))
+    if relative == ".." or relative.startswith("../"):
+        raise ValueError(f"inventories/{name}: {value!r} leaves the checkout, and an AWX job has only the project")
+    return f"{{{{ playbook_dir }}}}/../{relative}"
+
+
+def _exported(variables: dict[str, Any], name: str) -> dict[str, Any]:
+    return {key: checkout_path(value, name) for key, value in variables.items() if key not in CREDENTIAL_VARS}
+
+
+def load_inventory(name: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """inventories/<name> as the repository has it: host -> its variables (hosts.yml's, then host_vars/<host>.yml),
+    group -> {hosts, children, vars} (hosts.yml's group vars, then group_vars/<group>.yml, for any group)."""
     source = ROOT / "inventories" / name
     tree = yaml.safe_load((source / "hosts.yml").read_text())
-    inv_key = _key("inventory", name)
     hosts: dict[str, dict[str, Any]] = {}
     groups: dict[str, dict[str, Any]] = {}
 
-    def walk(group: str, body: dict[str, Any]) -> None:
+    def walk(group: str, body: dict[str, Any] | None) -> None:
         body = body or {}
-        entry = groups.setdefault(group, {"hosts": [], "children": [], "vars": dict(body.get("vars") or {})})
+        entry = groups.setdefault(group, {"hosts": [], "children": [], "vars": {}})
+        entry["vars"].update(body.get("vars") or {})
         for host, host_vars in (body.get("hosts") or {}).items():
-            hosts[host] = dict(host_vars or {})
-            entry["hosts"].append(host)
+            hosts.setdefault(host, {}).update(host_vars or {})
+            if host not in entry["hosts"]:
+                entry["hosts"].append(host)
         for child, child_body in (body.get("children") or {}).items():
-            entry["children"].append(child)
+            if child not in entry["children"]:
+                entry["children"].append(child)
             walk(child, child_body)
 
     for group, body in tree.items():
         walk(group, body)
-    for vars_file in sorted((source / "group_vars").glob("*.yml")):
-        group = vars_file.stem
-        group_vars = yaml.safe_load(vars_file.read_text()) or {}
-        if "dgxspark_profile" in group_vars:
-            group_vars["dgxspark_profile"] = f"{{{{ playbook_dir }}}}/../inventories/{name}/serving-profile.json"
-        group_vars.pop("ansible_ssh_private_key_file", None)
-        groups.setdefault(group, {"hosts": [], "children": [], "vars": {}})["vars"].update(group_vars)
+    for kind, target in (("group_vars", groups), ("host_vars", hosts)):
+        for vars_file in sorted((source / kind).glob("*.yml")):
+            variables = yaml.safe_load(vars_file.read_text()) or {}
+            if kind == "group_vars":
+                groups.setdefault(vars_file.stem, {"hosts": [], "children": [], "vars": {}})["vars"].update(variables)
+            else:
+                target.setdefault(vars_file.stem, {}).update(variables)
+    return hosts, groups
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One cluster of a fleet inventory: a group whose own variables name its head and workers groups."""
+
+    inventory: str
+    name: str
+    head_group: str
+    workers_group: str
+    sets: frozenset[str]  # the variables the cluster's group sets: its templates ask none of them
+
+    def template(self, template: str) -> str:
+        return f"{PREFIX} {template} ({self.inventory} {self.name})"
+
+    @property
+    def credential(self) -> str:
+        return cluster_credential(self.name)
+
+
+def clusters(name: str) -> list[Cluster]:
+    """The clusters of inventories/<name> when it holds a fleet (inventories/fleet), else none. A cluster is a group
+    whose variables name both its head and its workers group (CLUSTER_VARS), groups under it; no host is in two
+    clusters, and every host with a rank is in one. Anything else fails here, before a template is made for it."""
+    hosts, groups = load_inventory(name)
+
+    def under(group: str) -> set[str]:
+        found = {group}
+        for child in groups[group]["children"]:
+            found |= under(child)
+        return found
+
+    found: list[Cluster] = []
+    members: dict[str, str] = {}
+    for group, body in groups.items():
+        named = [body["vars"].get(variable) for variable in CLUSTER_VARS]
+        if not any(named):
+            continue
+        if not all(named) or not set(named) <= under(group) - {group}:
+            raise ValueError(
+                f"inventories/{name}: group {group} sets {', '.join(CLUSTER_VARS)} to {named}: a cluster names both "
+                "its head and workers groups, groups under its own"
+            )
+        for host in sorted({h for g in under(group) for h in groups[g]["hosts"]}):
+            if host in members:
+                raise ValueError(f"inventories/{name}: host {host} is in the clusters {members[host]} and {group}")
+            members[host] = group
+        found.append(Cluster(name, group, named[0], named[1], frozenset(body["vars"])))
+    strays = sorted(h for h, variables in hosts.items() if "dgxspark_rank" in variables and h not in members)
+    if found and strays:
+        raise ValueError(f"inventories/{name}: hosts {', '.join(strays)} have a rank but are in no cluster")
+    return found
+
+
+def inventory_names() -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / "inventories").glob("*/hosts.yml"))
+
+
+def fleet() -> list[Cluster]:
+    """Every cluster of every fleet inventory, in inventory order, then the inventory's own order."""
+    return [cluster for name in inventory_names() for cluster in clusters(name)]
+
+
+def inventory(name: str) -> dict[str, Any]:
+    """One AWX inventory from inventories/<name>: hosts, groups and variables as the repository has them, but for
+    the paths from inventory_dir (checkout_path) and the key file (the machine credential's)."""
+    hosts, groups = load_inventory(name)
+    inv_key = _key("inventory", name)
+    members = clusters(name)
+    if members:
+        description = (
+            f"The fleet of inventories/{name}: the clusters {', '.join(c.name for c in members)} side by side, each a "
+            "group with its own head and workers groups, profile and guard key. A run acts on one cluster: the "
+            f"templates '{members[0].template('<playbook>')}' and the others are limited to theirs."
+        )
+    else:
+        description = f"The cluster of inventories/{name} (hosts, groups and variables as in the repository)."
 
     def host_key(host: str) -> dict[str, Any]:
         return {"name": host, "inventory": inv_key, "type": "host"}
@@ -292,7 +474,7 @@ def inventory(name: str) -> dict[str, Any]:
 
     return {
         "name": name,
-        "description": f"The cluster of inventories/{name} (hosts, groups and variables as in the repository).",
+        "description": description,
         "organization": _org_key(),
         "kind": "",
         "variables": "",
@@ -303,7 +485,7 @@ def inventory(name: str) -> dict[str, Any]:
                     "name": host,
                     "description": "",
                     "enabled": True,
-                    "variables": _dump_vars(host_vars),
+                    "variables": _dump_vars(_exported(host_vars, name)),
                     "inventory": inv_key,
                     "natural_key": host_key(host),
                 }
@@ -313,7 +495,7 @@ def inventory(name: str) -> dict[str, Any]:
                 {
                     "name": group,
                     "description": "",
-                    "variables": _dump_vars(body["vars"]),
+                    "variables": _dump_vars(_exported(body["vars"], name)),
                     "inventory": inv_key,
                     "natural_key": group_key(group),
                     "related": {
@@ -327,44 +509,64 @@ def inventory(name: str) -> dict[str, Any]:
     }
 
 
-def job_template(template: str) -> dict[str, Any]:
+# ------------------------------------------------------------------------------------------------ templates
+def job_template(template: str, cluster: Cluster | None = None) -> dict[str, Any]:
+    """A job template of TEMPLATES; with a cluster, that cluster's own: its inventory, limit and machine credential
+    fixed, no question for what its group sets."""
     playbook, _specs, description = TEMPLATES[template]
-    name = f"{PREFIX} {template}"
-    return {
+    name = cluster.template(template) if cluster else f"{PREFIX} {template}"
+    inventory_name = cluster.inventory if cluster else DEFAULT_INVENTORY
+    if cluster:
+        description += (
+            f" Cluster {cluster.name} of the inventory {cluster.inventory} (a fleet) only: its limit ({cluster.name}), "
+            f"inventory and machine credential ({cluster.credential}) are the template's, not asked at launch. "
+            f"Without that limit {FLEET_UNLIMITED[template]}."
+        )
+    fields: dict[str, Any] = {
         "name": name,
         "description": description,
         "job_type": "run",
         "project": _key("project", PROJECT),
         "playbook": playbook,
-        "inventory": _key("inventory", DEFAULT_INVENTORY),
-        "ask_inventory_on_launch": True,
-        "ask_credential_on_launch": True,
-        "ask_limit_on_launch": True,
-        "ask_variables_on_launch": True,
-        "ask_verbosity_on_launch": True,
-        "extra_vars": "",
-        "forks": 0,
-        "verbosity": 0,
-        "timeout": 0,
-        "become_enabled": False,
-        "diff_mode": False,
-        "allow_simultaneous": False,
-        "survey_enabled": True,
-        "natural_key": _key("job_template", name),
-        "related": {
-            "credentials": [_credential_key()],
-            "survey_spec": survey(template, template_options(template)),
-        },
+        "inventory": _key("inventory", inventory_name),
     }
+    if cluster:
+        fields["limit"] = cluster.name
+    fields.update(
+        {
+            "execution_environment": _ee_key(),
+            "ask_inventory_on_launch": not cluster,
+            "ask_credential_on_launch": not cluster,
+            "ask_limit_on_launch": not cluster,
+            "ask_variables_on_launch": True,
+            "ask_verbosity_on_launch": True,
+            "extra_vars": "",
+            "forks": 0,
+            "verbosity": 0,
+            "timeout": 0,
+            "become_enabled": False,
+            "diff_mode": False,
+            "allow_simultaneous": False,
+            "survey_enabled": True,
+            "natural_key": _key("job_template", name),
+            "related": {
+                "credentials": [_credential_key(cluster.credential if cluster else CREDENTIAL)],
+                "survey_spec": survey(
+                    template, template_options(template), name, cluster.sets if cluster else frozenset()
+                ),
+            },
+        }
+    )
+    return fields
+
+
+def _node_key(workflow_key: dict[str, Any], identifier: str) -> dict[str, Any]:
+    return {"workflow_job_template": workflow_key, "identifier": identifier, "type": "workflow_job_template_node"}
 
 
 def workflow() -> dict[str, Any]:
     name = f"{PREFIX} preflight, boot, bench"
     wf_key = _key("workflow_job_template", name)
-
-    def node_key(step: str) -> dict[str, Any]:
-        return {"workflow_job_template": wf_key, "identifier": step, "type": "workflow_job_template_node"}
-
     nodes = []
     for index, step in enumerate(WORKFLOW):
         following = WORKFLOW[index + 1 : index + 2]
@@ -374,9 +576,9 @@ def workflow() -> dict[str, Any]:
                 "unified_job_template": _key("job_template", f"{PREFIX} {step}"),
                 "workflow_job_template": wf_key,
                 "all_parents_must_converge": False,
-                "natural_key": node_key(step),
+                "natural_key": _node_key(wf_key, step),
                 "related": {
-                    "success_nodes": [node_key(s) for s in following],
+                    "success_nodes": [_node_key(wf_key, s) for s in following],
                     "failure_nodes": [],
                     "always_nodes": [],
                     "credentials": [],
@@ -400,8 +602,93 @@ def workflow() -> dict[str, Any]:
     }
 
 
-def resources() -> dict[str, Any]:
-    inventories = sorted(p.parent.name for p in (ROOT / "inventories").glob("*/hosts.yml"))
+def fleet_workflow(name: str, members: list[Cluster]) -> dict[str, Any]:
+    """The fleet's clusters booted at once: a node per cluster, none after another (AWX starts every node without a
+    parent together), each running its cluster's boot template."""
+    title = f"{PREFIX} {name} {FLEET_WORKFLOW_STEP}"
+    wf_key = _key("workflow_job_template", title)
+    nodes = [
+        {
+            "identifier": cluster.name,
+            "unified_job_template": _key("job_template", cluster.template(FLEET_WORKFLOW_STEP)),
+            "workflow_job_template": wf_key,
+            "inventory": _key("inventory", name),
+            "limit": cluster.name,
+            "all_parents_must_converge": False,
+            "natural_key": _node_key(wf_key, cluster.name),
+            "related": {"success_nodes": [], "failure_nodes": [], "always_nodes": [], "credentials": []},
+        }
+        for cluster in members
+    ]
+    return {
+        "name": title,
+        "description": (
+            f"Boots every cluster of the inventory {name} (a fleet) at once ({', '.join(c.name for c in members)}): "
+            "a node per cluster and no link between them, so AWX starts them together; each runs its cluster's "
+            f"{FLEET_WORKFLOW_STEP} template with that template's limit, inventory and machine credential (the node "
+            "repeats the limit and the inventory, and has no credential: AWX refuses one for a template that "
+            "does not ask for credentials or already has it). One cluster's failure fails its node only. Nothing "
+            "is asked at launch: a workflow's extra variables and limit go to every node, across the clusters."
+        ),
+        "organization": _org_key(),
+        "inventory": _key("inventory", name),
+        "ask_inventory_on_launch": False,
+        "ask_limit_on_launch": False,
+        "ask_variables_on_launch": False,
+        "extra_vars": "",
+        "allow_simultaneous": False,
+        "survey_enabled": False,
+        "natural_key": wf_key,
+        "related": {"workflow_nodes": nodes},
+    }
+
+
+def schedules() -> list[dict[str, Any]]:
+    """SCHEDULES on the single-cluster templates, and on every fleet cluster's own."""
+    found = []
+    targets: list[tuple[str, str]] = [(f"{PREFIX} {{}}", "")]
+    targets += [(cluster.template("{}"), f" ({cluster.inventory} {cluster.name})") for cluster in fleet()]
+    for pattern, suffix in targets:
+        for name, template, rrule, description in SCHEDULES:
+            template_key = _key("job_template", pattern.format(template))
+            title = f"{PREFIX} {name}{suffix}"
+            found.append(
+                {
+                    "name": title,
+                    "description": f"{description} Imported disabled: turn it on in AWX.",
+                    "unified_job_template": template_key,
+                    "rrule": rrule,
+                    "enabled": False,
+                    "natural_key": {"unified_job_template": template_key, "name": title, "type": "schedule"},
+                }
+            )
+    return found
+
+
+def execution_environment(image: str = EE_IMAGE, pull: str = EE_PULL) -> dict[str, Any]:
+    where = (
+        "never pulled: it must be on every node that runs jobs, loaded there by hand (docker save, then docker or "
+        "podman load; docs/awx.md)"
+        if pull == "never"
+        else f"pulled from its registry ({pull})"
+    )
+    return {
+        "name": EE_NAME,
+        "description": f"dgxspark.cluster's execution environment (execution-environment.yml, make ee-image), {where}.",
+        "organization": _org_key(),
+        "image": image,
+        "pull": pull,
+        "natural_key": _ee_key(),
+    }
+
+
+def resources(ee_image: str = EE_IMAGE, ee_pull: str = EE_PULL) -> dict[str, Any]:
+    names = inventory_names()
+    fleets = {name: members for name in names if (members := clusters(name))}
+    job_templates = [job_template(t) for t in TEMPLATES]
+    job_templates += [
+        job_template(t, cluster) for members in fleets.values() for cluster in members for t in FLEET_TEMPLATES
+    ]
     return {
         "organizations": [
             {
@@ -425,32 +712,47 @@ def resources() -> dict[str, Any]:
                 "natural_key": _key("project", PROJECT),
             }
         ],
-        "inventory": [inventory(name) for name in inventories],
-        "job_templates": [job_template(t) for t in TEMPLATES],
-        "workflow_job_templates": [workflow()],
+        "execution_environments": [execution_environment(ee_image, ee_pull)],
+        "inventory": [inventory(name) for name in names],
+        "job_templates": job_templates,
+        "workflow_job_templates": [workflow()] + [fleet_workflow(name, members) for name, members in fleets.items()],
+        "schedules": schedules(),
     }
 
 
-def render() -> str:
+def render(ee_image: str = EE_IMAGE, ee_pull: str = EE_PULL) -> str:
+    credentials = [CREDENTIAL, *(cluster.credential for cluster in fleet())]
     header = [
         "# GENERATED by tools/awx/gen_resources.py (make awx-resources) - do not edit by hand.",
-        "# dgxspark.cluster's AWX resources in awxkit's import format:",
+        "# dgxspark.cluster's AWX resources in awxkit's import format (docs/awx.md):",
         "#   awx import -f yaml < awx/resources.yml",
-        "# The machine credential the templates name must exist first (README, AWX):",
-        f"#   {CREDENTIAL!r}, type Machine, organization {ORGANIZATION!r}.",
+        f"# The machine credentials the templates name must exist first, type Machine, organization {ORGANIZATION!r}:",
+        *(f"#   {name!r}" for name in credentials),
+        f"# The templates run in the execution environment {EE_NAME!r} ({ee_image}, pull {ee_pull}); the schedules",
+        "# are imported disabled.",
         "#",
         *(f"# {line}" if line else "#" for line in SURVEY_RULES.splitlines()),
     ]
-    body = yaml.dump(resources(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    body = yaml.dump(resources(ee_image, ee_pull), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
     return "\n".join(header) + "\n---\n" + body
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if awx/resources.yml is not up to date")
+    parser.add_argument("--ee-image", default=EE_IMAGE, help=f"the execution environment's image (default {EE_IMAGE})")
+    parser.add_argument("--ee-pull", default=EE_PULL, choices=EE_PULL_CHOICES, help=f"its pull policy ({EE_PULL})")
+    parser.add_argument(
+        "--output", default=str(OUTPUT), help="where to write (- for stdout; default awx/resources.yml)"
+    )
     args = parser.parse_args()
-    text = render()
+    custom = (args.ee_image, args.ee_pull) != (EE_IMAGE, EE_PULL)
+    if custom and args.output == str(OUTPUT):
+        parser.error("a site's own image goes to --output FILE or -, not into awx/resources.yml (the repository's)")
+    text = render(args.ee_image, args.ee_pull)
     if args.check:
+        if custom:
+            parser.error("--check compares the repository's file, made with the default image")
         current = OUTPUT.read_text() if OUTPUT.exists() else ""
         if current != text:
             diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(OUTPUT), "generated")
@@ -458,8 +760,11 @@ def main() -> int:
             print(f"{OUTPUT.relative_to(ROOT)} is out of date: run make awx-resources", file=sys.stderr)
             return 1
         return 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    Path(args.output).write_text(text)
+    print(f"wrote {args.output if args.output != str(OUTPUT) else OUTPUT.relative_to(ROOT)}")
     return 0
 
 

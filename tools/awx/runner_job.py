@@ -5,6 +5,8 @@ execution environment's image (make ee-image), in a private data directory made 
     .venv/bin/python tools/awx/runner_job.py 'dgxspark preflight' --inventory sim3 \\
         --ssh-key .cache/sim/sim3/id_ed25519 --network dgxspark-sim3-mgmt
     ... -e boot_timeout=600      (extra variables over the survey's answers, as a launch's prompt gives them)
+    .venv/bin/python tools/awx/runner_job.py 'dgxspark boot (fleet sim3)' \\
+        --ssh-key .cache/sim/sim3/id_ed25519 --network dgxspark-sim3-mgmt   (a fleet cluster's: its inventory, limit)
 
 The private data directory (ansible-runner 2.4's layout; AWX's RunJob writes the same, awx/main/tasks/jobs.py):
 
@@ -16,7 +18,8 @@ The private data directory (ansible-runner 2.4's layout; AWX's RunJob writes the
     env/extravars     the survey's answers as the launch form opens (every question's default; a question without
                       one is left out, as AWX leaves it out), the AWX meta variables, then the given extra variables
     env/ssh_key       the machine credential's private key: ansible-runner adds it to an ssh-agent for the run
-    env/cmdline       -u USER, the credential's user name
+    env/cmdline       -u USER, the credential's user name; -l LIMIT, the template's limit (or the launch's, when the
+                      template asks for one), as AWX's RunJob.build_args adds it
     env/envvars       what AWX sets that the run sees: ANSIBLE_COLLECTIONS_PATH and ANSIBLE_ROLES_PATH (the job's
                       requirements folders, then the project's ansible.cfg setting, then the defaults, where the
                       EE's collections are: /usr/share/ansible/collections), the ControlPath folder /runner/cp, ...
@@ -34,6 +37,7 @@ import argparse
 import configparser
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -69,6 +73,22 @@ def survey_defaults(job_template: dict[str, Any]) -> dict[str, Any]:
     without a default is not sent)."""
     spec = (job_template.get("related") or {}).get("survey_spec") or {}
     return {q["variable"]: q["default"] for q in spec.get("spec", []) if q.get("default") is not None}
+
+
+def template_inventory(job_template: dict[str, Any]) -> str:
+    """The name of the template's own inventory (a launch that asks for none runs there)."""
+    return job_template["inventory"]["name"]
+
+
+def launch_limit(job_template: dict[str, Any], limit: str | None = None) -> str:
+    """The limit a launch runs with: the template's own, or the one given when the template asks for it on launch
+    (AWX ignores a limit given to a template that does not ask; refused here, so that no test believes otherwise)."""
+    own = job_template.get("limit", "")
+    if limit is None or limit == own:
+        return own
+    if not job_template.get("ask_limit_on_launch"):
+        raise ValueError(f"{job_template['name']} does not ask for a limit on launch: it runs on {own or 'every host'}")
+    return limit
 
 
 def _variables(text: str) -> dict[str, Any]:
@@ -158,8 +178,10 @@ def private_data_dir(
     username: str = "root",
     extra_vars: dict[str, Any] | None = None,
     ident: str = "1",
+    limit: str | None = None,
 ) -> Path:
-    """Write the private data directory of a launch of `job_template` on `inventory` into `path` (made afresh)."""
+    """Write the private data directory of a launch of `job_template` on `inventory` into `path` (made afresh);
+    `limit` is the launch's (None: the template's own, launch_limit)."""
     shutil.rmtree(path, ignore_errors=True)
     project = path / "project"
     for name in _project_files():
@@ -181,7 +203,8 @@ def private_data_dir(
     (env / "extravars").write_text(json.dumps(extravars | (extra_vars or {}), indent=2))
     (env / "ssh_key").write_text(ssh_key.read_text())
     (env / "ssh_key").chmod(0o600)
-    (env / "cmdline").write_text(f"-u {username}")
+    limit = launch_limit(job_template, limit)
+    (env / "cmdline").write_text(shlex.join(["-u", username, *(["-l", limit] if limit else [])]))
     (env / "envvars").write_text(
         json.dumps(
             {
@@ -264,7 +287,7 @@ def run(
 
 def launch(
     template_name: str,
-    inventory: str,
+    inventory: str | None,
     ssh_key: Path,
     path: Path,
     image: str = DEFAULT_IMAGE,
@@ -273,17 +296,25 @@ def launch(
     username: str = "root",
     ident: str = "1",
     timeout: float = 1800,
+    limit: str | None = None,
 ) -> Job:
-    """A launch of the template with its survey's defaults: the private data directory, then the run."""
+    """A launch of the template with its survey's defaults: the private data directory, then the run. No inventory
+    or limit: the template's own (a fleet cluster's template has both)."""
     job_template = template(template_name)
-    private_data_dir(path, job_template, inventory, ssh_key, username, extra_vars, ident)
+    inventory = inventory or template_inventory(job_template)
+    if inventory != template_inventory(job_template) and not job_template.get("ask_inventory_on_launch"):
+        raise ValueError(f"{template_name} does not ask for an inventory on launch: it runs on its own")
+    private_data_dir(path, job_template, inventory, ssh_key, username, extra_vars, ident, limit)
     return run(path, job_template["playbook"], image, network, ident, timeout)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("template", help="a job template's name in awx/resources.yml, e.g. 'dgxspark preflight'")
-    parser.add_argument("--inventory", required=True, help="an inventory's name in awx/resources.yml, e.g. sim3")
+    parser.add_argument(
+        "--inventory", help="an inventory's name in awx/resources.yml, e.g. sim3 (default: the template's)"
+    )
+    parser.add_argument("--limit", help="the launch's limit, when the template asks for one (default: the template's)")
     parser.add_argument("--ssh-key", type=Path, required=True, help="the machine credential's private key")
     parser.add_argument("--user", default="root", help="the machine credential's user name (default root)")
     parser.add_argument("--network", default="none", help="the Docker network that reaches the nodes")
@@ -301,6 +332,7 @@ def main() -> int:
         args.network,
         extra,
         args.user,
+        limit=args.limit,
     )
     print(job.stdout())
     print(f"\n{args.template}: {job.status} (rc {job.rc}; {len(job.events)} events in {job.private_data_dir})")

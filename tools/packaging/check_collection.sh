@@ -39,7 +39,7 @@ echo "$tarball ($(du -h "$tarball" | cut -f1))"
 
 step "contents: nothing of the development tree"
 tar tzf "$tarball" | sed 's|/$||' | sort >"$work/contents.txt"
-unwanted=$(grep -E '^(sim|tools|mk|tests|extensions|awx|requirements|\.ci|\.ansible|\.build|\.cache|\.venv[^/]*|inventories/sim[^/]*|changelogs/fragments)(/|$)|^(Makefile|pyproject\.toml|ansible\.cfg|requirements\.yml|execution-environment\.yml|\.gitignore|\.ansible-lint|playbooks/demo\.yml)$|__pycache__|\.pyc$' "$work/contents.txt" || true)
+unwanted=$(grep -E '^(sim|tools|mk|tests|extensions|awx|requirements|\.ci|\.ansible|\.build|\.cache|\.venv[^/]*|inventories/sim[^/]*|inventories/fleet|changelogs/fragments)(/|$)|^(Makefile|pyproject\.toml|ansible\.cfg|requirements\.yml|execution-environment\.yml|\.gitignore|\.ansible-lint|playbooks/demo\.yml)$|__pycache__|\.pyc$' "$work/contents.txt" || true)
 [[ -z $unwanted ]] || fail "the tarball holds files a user should not install:"$'\n'"$unwanted"
 for wanted in MANIFEST.json FILES.json README.md LICENSE meta/runtime.yml plugins/modules/serving_profile.py \
     roles/boot/meta/argument_specs.yml playbooks/plan.yml playbooks/boot.yml inventories/spark3/hosts.yml \
