@@ -252,7 +252,10 @@ def test_playbook_spec_equals_playbook(entry: str, playbook: str, prefixes: tupl
     plays = yaml.safe_load(text)
     registered = set(re.findall(r"^\s*register:\s*(\w+)", text, re.M))
     play_vars = {k: v for play in plays for k, v in (play.get("vars") or {}).items()}
-    read = {name for name in re.findall(r"\b([a-z_]+)\b", text) if name.startswith(prefixes) and name not in registered}
+    # a word read as a variable: not a task's registered result, and not only a key of a module's arguments
+    # (node_phase's stop_ranks), unless the play defines it
+    words = re.findall(r"\b([a-z_]+)\b(?!:)", text) + list(play_vars)
+    read = {name for name in words if name.startswith(prefixes) and name not in registered}
     options = _options("awx/playbook_argument_specs.yml", entry)
     assert set(options) == read, f"{playbook} reads {sorted(read)}; the spec has {sorted(options)}"
     problems = []
