@@ -32,9 +32,10 @@ options:
   helpers:
     description:
       - The helper services (systemd unit names) to stop or start. Each must be a unit name on the profile's
-        allow-list (C(host.helper_services)) - letters, digits and C(_ : @ . -), not starting with C(-) or C(.),
-        ending in C(.service), C(.timer) or C(.socket); no path, whitespace or glob. The plan checked them already;
-        the module checks them again before it calls C(systemctl), and so the helpers a boot journal lists.
+        allow-list (C(host.helper_services)) - letters, digits, C(_), C(:), C(@), C(.) and C(-), not starting with
+        C(-) or C(.), ending in C(.service), C(.timer) or C(.socket); no path, whitespace or glob. The plan checked
+        them already; the module checks them again before it calls C(systemctl), and so the helpers a boot
+        journal lists.
     type: list
     elements: str
     default: []
