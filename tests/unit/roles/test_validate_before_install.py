@@ -10,12 +10,14 @@ collection renders and on files that must be refused.
   (``dgxspark.cluster.file_check``, plugin_utils/_file_checks.py): systemd has no command that reads a
   ``.network`` file without applying it (``systemd-analyze verify`` reads units only);
 - the fabric's and the kernel's sysctl.d files: the same check, ``key = number`` lines of the role's own keys
-  (``sysctl -p`` would read them, but it applies them too).
+  (``sysctl -p`` would read them, but it applies them too); ``ansible.posix.sysctl`` then sets each value live and
+  finds it in the checked file, so it never writes that file itself.
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -161,22 +163,23 @@ BAD_FABRIC_SYSCTL = {
 }
 
 
-def test_the_fabric_checks_its_sysctl_file_then_applies_it() -> None:
+def test_the_fabric_checks_its_sysctl_file_then_sets_it_live() -> None:
     copy = task(*FABRIC_SYSCTL_TASK)["ansible.builtin.copy"]
     assert copy["dest"] == "{{ fabric_sysctl_dir }}/60-dgxspark-fabric.conf"
     assert copy["content"] == "{{ fabric_plan.sysctl }}"
     assert copy["validate"] == "{{ 'sysctl-fabric' | dgxspark.cluster.file_check(fabric_python) }}"
-    apply = task(
-        "fabric/tasks/configure.yml",
-        "Set them live (sysctl -p of the file) where the kernel has another value, or the file changed",
-    )
-    assert apply["ansible.builtin.command"]["argv"] == [
-        "sysctl",
-        "-p",
-        "{{ fabric_sysctl_dir }}/60-dgxspark-fabric.conf",
-    ]
-    text = (ROOT / "roles/fabric/tasks/configure.yml").read_text()
-    assert "ansible.posix.sysctl" not in text  # which writes the file itself, unchecked
+    live = task("fabric/tasks/configure.yml", "Set them live where the kernel has another value")
+    assert live["ansible.posix.sysctl"] == {
+        "name": "{{ fabric_sysctl.key }}",
+        "value": "{{ fabric_sysctl.value }}",
+        "sysctl_file": copy["dest"],  # the file just checked, which holds the value already: never written again
+        "sysctl_set": True,
+        "reload": False,
+        "state": "present",
+    }
+    assert live["loop"] == "{{ fabric_plan.sysctls | dict2items }}"
+    tasks = yaml.safe_load((ROOT / "roles/fabric/tasks/configure.yml").read_text())
+    assert tasks.index(live) == tasks.index(task(*FABRIC_SYSCTL_TASK)) + 1
 
 
 def test_every_fabric_sysctl_file_the_plan_renders_passes_and_is_what_the_preflight_expects(
@@ -201,14 +204,66 @@ def test_a_fabric_sysctl_file_off_the_list_is_refused(what: str, tmp_path: pathl
     assert result.returncode == 1 and "line 3:" in result.stderr, (what, result.stderr)
 
 
-def test_the_kernel_checks_its_sysctl_file_then_applies_it() -> None:
+def test_the_kernel_checks_its_sysctl_file_then_sets_it_live() -> None:
     copy = task(*KERNEL_SYSCTL_TASK)["ansible.builtin.copy"]
     assert copy["dest"] == "{{ kernel_sysctl_file }}"
-    assert "dgxspark.cluster.kernel_sysctl_dropin(" in copy["content"]
+    assert "kernel_live_sysctls | dgxspark.cluster.kernel_sysctl_dropin(" in copy["content"]
     assert copy["validate"] == "{{ 'sysctl-kernel' | dgxspark.cluster.file_check(kernel_python) }}"
-    apply = task("kernel/tasks/live.yml", "Set them live (sysctl -p of the file)")
-    assert apply["ansible.builtin.command"]["argv"] == ["sysctl", "-p", "{{ kernel_sysctl_file }}"]
-    assert "ansible.posix.sysctl" not in (ROOT / "roles/kernel/tasks/live.yml").read_text()
+    live = task("kernel/tasks/live.yml", "Set them live")
+    assert live["ansible.posix.sysctl"]["sysctl_file"] == "{{ kernel_sysctl_file }}"
+    assert live["ansible.posix.sysctl"]["reload"] is False and live["ansible.posix.sysctl"]["sysctl_set"] is True
+    assert live["loop"] == "{{ kernel_live_sysctls | dict2items }}"
+
+
+class SysctlExit(Exception):
+    pass
+
+
+def run_posix_sysctl(
+    monkeypatch: pytest.MonkeyPatch, path: pathlib.Path, name: str, value: str, live: str
+) -> tuple[dict[str, Any], list[str]]:
+    """ansible.posix.sysctl as the role runs it after the copy (sysctl_set, no reload), the kernel holding ``live``:
+    its result and the sysctl commands it ran (reading and setting go through run_command, faked)."""
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.ansible.posix.plugins.modules import sysctl
+
+    commands: list[str] = []
+
+    def run_command(self: Any, args: Any, **kwargs: Any) -> tuple[int, str, str]:
+        commands.append(args)
+        return 0, (live if " -n " in args else ""), ""
+
+    def exit_json(self: Any, **kwargs: Any) -> None:
+        raise SysctlExit(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: f"/sbin/{name}")
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    args = {"name": name, "value": value, "sysctl_file": str(path), "sysctl_set": True, "reload": False}
+    with patch_module_args({**args, "state": "present"}), pytest.raises(SysctlExit) as ended:
+        sysctl.main()
+    return ended.value.args[0], commands
+
+
+@pytest.mark.parametrize("role", ["fabric", "kernel"])
+def test_ansible_posix_sysctl_finds_each_value_in_the_checked_file_and_never_rewrites_it(
+    role: str, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    """The file the role checked and installed is the one that persists: the module only sets the kernel's value."""
+    if role == "fabric":
+        text, settings = SHARES[4]["sysctl"], SHARES[4]["sysctls"]  # a ring's rank 1: rp_filter twice, forwarding
+    else:
+        settings = {"fs.nr_open": "2097152"}
+        text = kernel_sysctl_dropin(settings, "fs.nr_open=1048576\n")
+    path = tmp_path / "60-dgxspark.conf"
+    path.write_text(text)
+    for name, value in settings.items():
+        same, commands = run_posix_sysctl(monkeypatch, path, name, str(value), str(value))
+        assert same == {"changed": False} and commands == [f"/sbin/sysctl -e -n {name}"]
+        other, commands = run_posix_sysctl(monkeypatch, path, name, str(value), "0")
+        assert other == {"changed": True} and re.search(rf" -w {re.escape(name)}=\"?{value}\"?$", commands[-1])
+        assert path.read_text() == text  # set live only: the checked file is left as it was
 
 
 def test_the_kernel_sysctl_file_keeps_what_it_held_and_passes(tmp_path: pathlib.Path) -> None:
