@@ -176,7 +176,7 @@ def within(measured: float, truth: float, tolerance: float, floor: float = 0.0) 
     return abs(measured - truth) <= max(tolerance * abs(truth), floor)
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--levels", default="1,2,4,8,16,32,64")
     parser.add_argument("--ttft-ms", type=float, default=200.0)
@@ -193,12 +193,24 @@ def main() -> int:
     parser.add_argument("--api-key-file", help="the engine wants this file's key; the client sends it (401 otherwise)")
     parser.add_argument("--ssl-certfile", help="the engine speaks TLS with this certificate; the client trusts it")
     parser.add_argument("--ssl-keyfile", help="the certificate's private key (with --ssl-certfile)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         raise SystemExit("bench_fidelity: --ssl-certfile and --ssl-keyfile go together")
+    return args
+
+
+def take_access(args: argparse.Namespace) -> None:
+    """ACCESS from the options: what the engine wants and what the client sends and trusts (the unit tests run
+    the client this way against a server of their own: tests/unit/test_api_clients_tls.py)."""
+    ACCESS.clear()
     for name in ("api_key_file", "ssl_certfile", "ssl_keyfile"):
         if getattr(args, name):
             ACCESS[name.replace("ssl_", "")] = getattr(args, name)
+
+
+def main() -> int:
+    args = parse_args()
+    take_access(args)
     levels = [int(x) for x in args.levels.split(",")]
     use_aiperf = AIPERF_VENV.joinpath("bin", "python").exists() if args.aiperf is None else args.aiperf
     if ACCESS and use_aiperf:

@@ -27,10 +27,18 @@ def kernel_grub_dropin(words: Any) -> str:
         raise AnsibleFilterError(f"dgxspark.cluster.kernel_grub_dropin: {exc}") from None
 
 
+def kernel_sysctl_dropin(settings: Any, existing: Any = None) -> str:
+    try:
+        return _kernel.sysctl_dropin(settings, existing)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"dgxspark.cluster.kernel_sysctl_dropin: {exc}") from None
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "kernel_findings": kernel_findings,
             "kernel_report": _kernel.report,
             "kernel_grub_dropin": kernel_grub_dropin,
+            "kernel_sysctl_dropin": kernel_sysctl_dropin,
         }

@@ -34,8 +34,11 @@ author:
 options:
   helpers:
     description:
-      - The helper services (systemd unit names) to stop or start. Each must be a unit name, not an option (none
-        may start with C(-)); the plan checked them already against the profile's allow-list.
+      - The helper services (systemd unit names) to stop or start. Each must be a unit name on the profile's
+        allow-list (C(host.helper_services)) - letters, digits, C(_), C(:), C(@), C(.) and C(-), not starting with
+        C(-) or C(.), ending in C(.service), C(.timer) or C(.socket); no path, whitespace or glob. The plan checked
+        them already; the module checks them again before it calls C(systemctl), and so the helpers a boot
+        journal lists.
     type: list
     elements: str
     default: []
@@ -236,6 +239,14 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health impo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError, start_rank
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError, stop_ranks
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
+from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import UNIT_NAME_HINT, not_unit_names
+
+
+def refuse_not_unit_names(units: list[str]) -> None:
+    """ValueError naming the entries of ``units`` that are not unit names on the collection's allow-list."""
+    bad = not_unit_names(units)
+    if bad:
+        raise ValueError(f"not unit names: {', '.join(repr(u) for u in bad)} (expected {UNIT_NAME_HINT})")
 
 
 class Node:
@@ -254,6 +265,7 @@ class Node:
         return rc, out, err
 
     def states(self, units: list[str]) -> dict[str, str | None]:
+        refuse_not_unit_names(units)
         binary = self.module.get_bin_path("systemctl", required=True)
         rc, out, err = self.call(show_argv(binary, units))
         if rc != 0:
@@ -261,6 +273,7 @@ class Node:
         return {unit: state["active_state"] for unit, state in parse_show(out, units).items()}
 
     def systemctl(self, verb: str, units: list[str]) -> None:
+        refuse_not_unit_names(units)
         binary = self.module.get_bin_path("systemctl", required=True)
         rc, _out, err = self.call([binary, verb, "--", *units])
         if rc != 0:
@@ -328,8 +341,16 @@ def run(module: AnsibleModule, node: Node) -> dict:
     }
     result["journal"] = journal
     if wanted == "started":
-        # what an interrupted boot paused is resumed with the rest
-        journal["resumed"] = [unit for unit in _journal.helpers(found) if unit not in helpers]
+        # what an interrupted boot paused is resumed with the rest; a name off the allow-list never reaches
+        # systemctl, and keeps the journal (an error) for someone to look at
+        listed = [unit for unit in _journal.helpers(found) if unit not in helpers]
+        bad = not_unit_names(listed)
+        if bad:
+            result["errors"].append(
+                f"journal: {path} lists what are not unit names, left out: {', '.join(repr(u) for u in bad)} "
+                f"(expected {UNIT_NAME_HINT})"
+            )
+        journal["resumed"] = [unit for unit in listed if unit not in bad]
         helpers += journal["resumed"]
     elif path and not module.check_mode:
         # written before anything is stopped: a controller that dies from here on leaves it behind
@@ -487,9 +508,11 @@ def main() -> None:
         required_if=[("start_rank", True, ("rank_container", "spec_sha256"))],
         supports_check_mode=True,
     )
-    bad = [u for u in module.params["helpers"] if not u or u.startswith("-") or any(c.isspace() for c in u)]
-    if bad:
-        module.fail_json(msg=f"helpers: not unit names: {', '.join(repr(u) for u in bad)}")
+    # before anything else: no journal written, no systemctl called (module_utils/_unit_names.py, the schema's list)
+    try:
+        refuse_not_unit_names(module.params["helpers"])
+    except ValueError as error:
+        module.fail_json(msg=f"helpers: {error}")
     if module.params["stop_ranks"] is not None and module.params["helpers_state"] != "started":
         module.fail_json(msg="stop_ranks goes with helpers_state=started (stop the ranks, then resume the helpers)")
     result = run(module, Node(module))

@@ -101,8 +101,8 @@ def fabric_expectation(
     sysctls = plan.get("sysctls") or {}
     for key, value in sysctls.items():
         files["/proc/sys/" + str(key).replace(".", "/")] = sha256(f"{value}\n")
-    if sysctls:
-        files[f"{sysctl_dir}/60-dgxspark-fabric.conf"] = sha256("".join(f"{k}={v}\n" for k, v in sysctls.items()))
+    if sysctls:  # the drop-in as the plan renders it whole (render_sysctl), which the role copies
+        files[f"{sysctl_dir}/60-dgxspark-fabric.conf"] = sha256(str(plan["sysctl"]))
     ports = {
         str(i["name"]): {"mtu": i.get("mtu"), "ipv4": [i["address"]] if i.get("address") else []}
         for i in (plan.get("fabric") or {}).get("interfaces") or []

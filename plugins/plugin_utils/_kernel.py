@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._file_checks import sysctl_problems
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import CMDLINE_WORD, CMDLINE_WORD_HINT
 
@@ -138,6 +139,31 @@ def grub_dropin(words: Any) -> str:
     lines = ["# Managed by dgxspark.cluster (kernel): words the serving profile needs on the kernel command line."]
     lines += [f'{GRUB_VARIABLE}="${{{GRUB_VARIABLE}}} "{shlex.quote(word)}' for word in dict.fromkeys(words)]
     return "\n".join(lines) + "\n"
+
+
+SYSCTL_HEADER = "# Managed by dgxspark.cluster (kernel): what the serving profile needs, set live and at every boot."
+
+
+def sysctl_dropin(settings: Any, existing: Any = None) -> str:
+    """The kernel role's ``sysctl.d`` file: the settings ``existing`` (the file on the node, as this role wrote it)
+    holds, with ``settings`` (name -> value: the live fixes of this run) over them, one ``key = value`` line each,
+    sorted. A setting kept from an earlier run stays: the file is what makes it last a reboot. Raises
+    ``ValueError`` when a key is not one the role sets or a value is not a number (``_file_checks``, the check the
+    node runs on the file again before it is installed)."""
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"expected the settings as a dict of name: value, found {type(settings).__name__}")
+    values: dict[str, str] = {}
+    for line in str(existing or "").splitlines():
+        stripped = line.strip()
+        if stripped and stripped[0] not in "#;":
+            key, _equals, value = stripped.partition("=")
+            values[key.strip()] = value.strip()
+    values.update({str(key): str(value) for key, value in settings.items()})
+    text = "\n".join([SYSCTL_HEADER] + [f"{key} = {value}" for key, value in sorted(values.items())]) + "\n"
+    problems = sysctl_problems(text, "kernel")
+    if problems:
+        raise ValueError("not settings the kernel role writes into its sysctl.d file: " + "; ".join(problems))
+    return text
 
 
 def _is_ulimits(value: Any) -> bool:

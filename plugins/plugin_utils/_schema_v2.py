@@ -14,7 +14,8 @@ fails when the two differ.
 
 from __future__ import annotations
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _unit_names
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _file_checks, _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import Node, optional
 
 SCHEMA_VERSION = 2
@@ -39,12 +40,14 @@ CMDLINE_WORD = r"[A-Za-z0-9_][A-Za-z0-9_.,:@+/=%-]{0,255}"
 CMDLINE_WORD_HINT = "one kernel parameter such as kho=off (letters, digits and _ . , : @ + / = % - only)"
 # an interface name lands in netplan YAML, networkd file names and sysctl keys: Linux's IFNAMSIZ (at most 15
 # characters), starting with a letter, digit or _ (no - * or quote), then letters, digits, _ and - (no dot:
-# a sysctl key splits on it; no = ; / : or control byte);
-IFNAME = r"[A-Za-z0-9_][A-Za-z0-9_-]{0,14}"
+# a sysctl key splits on it; no = ; / : or control byte); one definition (plugin_utils/_file_checks.py), which
+# the fabric role's files are checked with on the node as well;
+IFNAME = _file_checks.IFNAME
 IFNAME_HINT = "an interface name such as enp1s0f1np1 (at most 15 letters, digits, _ or -, not starting with -)"
-# a systemd unit name reaches systemctl's argv: a valid unit name (systemd.unit(5)), never starting with -.
-UNIT_NAME = r"[A-Za-z0-9_][A-Za-z0-9_:@.-]{0,240}\.(service|timer|socket)"
-UNIT_NAME_HINT = "a unit name such as ollama.service (not starting with -)"
+# a systemd unit name reaches systemctl's argv: a valid unit name (systemd.unit(5)), never starting with -; one
+# definition (module_utils/_unit_names.py), which node_phase checks its helpers with on the node as well.
+UNIT_NAME = _unit_names.UNIT_NAME
+UNIT_NAME_HINT = _unit_names.UNIT_NAME_HINT
 
 # Checks a profile may waive, with a reason, where it knowingly runs outside what real Sparks need
 # (the simulated cluster: no RDMA, no GPU, a host that grants nofile 20000 at most).

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import copy
+import datetime
+import ipaddress
 import json
 import pathlib
 from typing import Any
@@ -17,6 +19,38 @@ SPARK3 = ROOT / "inventories" / "spark3" / "serving-profile.json"
 SPARK8 = ROOT / "inventories" / "spark8" / "serving-profile.json"
 SEED000 = FIXTURES / "seed000-serving-profile.json"
 DELETE = object()
+
+
+def self_signed_certificate(directory: pathlib.Path, name: str = "server") -> tuple[pathlib.Path, pathlib.Path]:
+    """A self-signed certificate for 127.0.0.1 (an IP subjectAltName, valid a day either side of now) and its
+    private key, as ``<name>.crt`` and ``<name>.key`` (0600) in ``directory``: a loopback TLS server's files,
+    and the CA file its clients trust."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    key_path.chmod(0o600)
+    return cert_path, key_path
 
 
 def read(path: pathlib.Path) -> dict[str, Any]:

@@ -2,12 +2,16 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
+import http.server
+import ssl
+import threading
 from typing import Any
 
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _rank_health
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngineError
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import self_signed_certificate
 
 
 class Engine:
@@ -91,50 +95,16 @@ def test_stops_waiting_when_the_api_refuses_for_good(monkeypatch: pytest.MonkeyP
 
 def test_a_certificate_that_does_not_verify_is_said_so(tmp_path) -> None:
     """A real TLS server whose self-signed certificate is not the CA the look trusts."""
-    import datetime
-    import http.server
-    import ipaddress
-    import ssl
-    import threading
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    def certificate(name: str) -> tuple[bytes, bytes]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        now = datetime.datetime.now(datetime.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .sign(key, hashes.SHA256())
-        )
-        pem_key = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        return cert.public_bytes(serialization.Encoding.PEM), pem_key
-
-    served_cert, served_key = certificate("the server")
-    other_cert, _other_key = certificate("another CA")
-    (tmp_path / "cert.pem").write_bytes(served_cert)
-    (tmp_path / "key.pem").write_bytes(served_key)
-    (tmp_path / "other.pem").write_bytes(other_cert)
+    served_cert, served_key = self_signed_certificate(tmp_path, "the-server")
+    other_cert, _other_key = self_signed_certificate(tmp_path, "another-ca")
     server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context.load_cert_chain(served_cert, served_key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        trusting_another = ssl.create_default_context(cafile=str(tmp_path / "other.pem"))
+        trusting_another = ssl.create_default_context(cafile=str(other_cert))
         url = f"https://127.0.0.1:{server.server_address[1]}/health"
         status, _body, error = _rank_health.http_get(url, 5, tls=trusting_another)
         assert status is None and error.startswith(_rank_health.CERTIFICATE_REFUSED), error

@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import re
 import stat
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError
-from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import run
+from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import not_unit_names
+from ansible_collections.dgxspark.cluster.plugins.modules import node_phase
+from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import Node, run
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import UNIT_NAME
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES
 
 PARAMS = {
     "helpers": [],
@@ -334,3 +344,118 @@ def test_without_stop_ranks_no_rank_is_stopped() -> None:
     node.ranks = {"vllm_dsv41": "running"}
     result = run(module(helpers_state="started", guard_phase="idle"), node)
     assert "ranks_stopped" not in result and node.ranks == {"vllm_dsv41": "running"}
+
+
+# ----------------------------------------------------------------------------- the helpers' names
+
+# The bad-input corpus's unit names (what the profile's schema refuses), and more that systemctl must never see:
+# an option, a path, whitespace or a line break, globs, a unit of another type, nothing at all.
+CORPUS_UNITS = [
+    case["found"]
+    for case in (json.loads(path.read_text()) for path in sorted((FIXTURES / "bad-inputs").glob("*.json")))
+    if case["class"] == "systemd unit name"
+]
+NOT_UNIT_NAMES = CORPUS_UNITS + [
+    "--now",
+    "-.service",
+    ".service",
+    "/etc/systemd/system/comfy.service",
+    "../comfy.service",
+    "comfy service",
+    "comfy.service\n",
+    "comfy\tui.service",
+    "comfy?.service",
+    "comfy[12].service",
+    "ollama.mount",
+    "ollama.service.d",
+    "",
+]
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture
+def systemctl_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """AnsibleModule's exits raise, and its run_command only records: a command the module runs is in the list."""
+    calls: list[Any] = []
+
+    def exit_json(self: Any, **kwargs: Any) -> None:
+        raise ExitJson(kwargs)
+
+    def fail_json(self: Any, **kwargs: Any) -> None:
+        raise FailJson(kwargs)
+
+    def run_command(self: Any, args: Any, **kwargs: Any) -> tuple[int, str, str]:
+        calls.append(args)
+        return 0, "", ""
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *args, **kwargs: f"/usr/bin/{name}")
+    return calls
+
+
+def test_the_corpus_has_unit_names() -> None:
+    assert {"*.service", "-H.service", "ollama", "--force.service"} <= set(CORPUS_UNITS)
+
+
+@pytest.mark.parametrize("name", NOT_UNIT_NAMES)
+def test_a_helper_name_off_the_allow_list_is_refused_before_systemctl(
+    name: str, systemctl_calls: list[Any], tmp_path: pathlib.Path
+) -> None:
+    journal = tmp_path / "boot-journal.json"
+    args = {"helpers": ["comfyui.service", name], "helpers_state": "stopped", "guard_phase": "startup"}
+    with patch_module_args({**args, "journal": str(journal)}), pytest.raises(FailJson) as failed:
+        node_phase.main()
+    message = failed.value.args[0]["msg"]
+    assert message.startswith(f"helpers: not unit names: {name!r} (expected a unit name such as ollama.service")
+    assert systemctl_calls == []  # nothing run on the node: no systemctl, no guard command
+    assert not journal.exists()  # and no journal written
+
+
+@pytest.mark.parametrize("name", NOT_UNIT_NAMES)
+def test_the_schema_and_the_module_share_the_allow_list(name: str) -> None:
+    assert re.fullmatch(UNIT_NAME, name) is None
+    assert not_unit_names(["comfyui.service", name]) == [name]
+
+
+@pytest.mark.parametrize(
+    "name", ["comfyui.service", "ollama@gpu0.service", "backup.timer", "docker.socket", "a:b.service"]
+)
+def test_a_unit_name_on_the_allow_list_reaches_systemctl(name: str, systemctl_calls: list[Any]) -> None:
+    with patch_module_args({"helpers": [name], "helpers_state": "stopped", "journal": ""}), pytest.raises(FailJson):
+        node_phase.main()  # the recording run_command answers nothing systemctl show would: a step fails
+    assert systemctl_calls and systemctl_calls[0][:3] == ["/usr/bin/timeout", "--kill-after=5", "90"]
+    assert systemctl_calls[0][3:5] == ["/usr/bin/systemctl", "show"] and systemctl_calls[0][-2:] == ["--", name]
+
+
+def test_a_journal_that_lists_what_is_not_a_unit_name_never_hands_it_to_systemctl(tmp_path: pathlib.Path) -> None:
+    """A journal on the node is written by node_phase from checked names; one edited by hand is checked again."""
+    path = tmp_path / "boot-journal.json"
+    path.write_text(json.dumps({"helpers": ["ollama.service", "-H.service", "*.service", "ollama"]}))
+    node = FakeNode({"ollama.service": "inactive"}, {"phase": "startup", "tripped": None})
+    result = run(module(journal=str(path), helpers_state="started", guard_phase="idle"), node)
+    assert node.calls == [("guard", "phase", "idle"), ("start", "ollama.service")]
+    assert result["journal"]["resumed"] == ["ollama.service"]
+    assert result["errors"] == [
+        f"journal: {path} lists what are not unit names, left out: '-H.service', '*.service', 'ollama' "
+        "(expected a unit name such as ollama.service (not starting with -))"
+    ]
+    assert result["journal"]["closed"] is False and path.exists()  # kept for someone to look at
+
+
+def test_the_node_refuses_what_is_not_a_unit_name_itself(systemctl_calls: list[Any]) -> None:
+    """The last line before systemctl's argv, whatever called it."""
+    node = Node(SimpleNamespace(params={"timeout": 5}, get_bin_path=lambda name, *a, **k: f"/usr/bin/{name}"))
+    with pytest.raises(ValueError, match="not unit names: '-H.service'"):
+        node.systemctl("stop", ["ollama.service", "-H.service"])
+    with pytest.raises(ValueError, match="not unit names: 'a b.service'"):
+        node.states(["a b.service"])
+    assert systemctl_calls == []

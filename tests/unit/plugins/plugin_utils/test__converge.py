@@ -70,6 +70,7 @@ PLAN = {
     "networkd": {"10-dgxspark-fabric-enp1s0f0np0.network": "[Match]\nName=enp1s0f0np0"},
     "netplan": "network: {}",
     "sysctls": {"net.ipv4.conf.enp1s0f0np0.rp_filter": 2},
+    "sysctl": "# Managed by dgxspark.cluster (fabric): h rank 0.\nnet.ipv4.conf.enp1s0f0np0.rp_filter = 2\n",
     "fabric": {"interfaces": [{"name": "enp1s0f0np0", "mtu": 9000, "address": "10.99.3.1/32"}]},
 }
 NETWORKD = "/etc/systemd/network/10-dgxspark-fabric-enp1s0f0np0.network"
@@ -95,7 +96,7 @@ def test_fabric_expectation_backends(
     for path in absent:
         assert path not in expect["files"]
     assert expect["files"]["/proc/sys/net/ipv4/conf/enp1s0f0np0/rp_filter"] == sha256("2\n")
-    assert expect["files"]["/etc/sysctl.d/60-dgxspark-fabric.conf"] == sha256("net.ipv4.conf.enp1s0f0np0.rp_filter=2\n")
+    assert expect["files"]["/etc/sysctl.d/60-dgxspark-fabric.conf"] == sha256(PLAN["sysctl"])  # the file copied whole
     assert expect["units"] == ["systemd-networkd.service"]
     assert expect["ports"] == {"enp1s0f0np0": {"mtu": 9000, "ipv4": ["10.99.3.1/32"]}}
 
