@@ -1,13 +1,29 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sim4: the tp4 ring booted end to end on a fresh cluster, serving, stopped, then down with nothing left."""
+"""sim4: the tp4 ring booted end to end on a fresh cluster, serving, stopped; then a fleet, sim3 and sim4 booted
+at once through AWX's workflow; then down with nothing left."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import secrets
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from simcluster import boot_serve_and_stop, node_links, simctl
+from simcluster import (
+    REPO,
+    boot_serve_and_stop,
+    ee_image,
+    guard_phase,
+    http_json,
+    node_links,
+    node_sh,
+    rank_containers,
+    runner_job,
+    simctl,
+)
 
 
 def test_ring_is_cabled(sim4):
@@ -24,6 +40,101 @@ def test_boot_serves_then_stop_leaves_no_rank(sim4):
     """boot.yml on the fresh ring (kernel, fabric, guard converged by the boot itself), the head's
     /v1/models and a completion from this machine, then stop.yml: every rank exited, the guard idle."""
     boot_serve_and_stop("sim4", sim4)
+
+
+FLEET_BOOT = "dgxspark fleet boot"
+BOOT_REPORT = "Say where the cluster serves, its state and a sample completion"
+
+
+def _fleet_job(info: dict, template: str, path: Path, image: str, key: str, ident: str) -> runner_job.Job:
+    """A fleet cluster's template launched as AWX launches it: its own inventory (fleet) and limit, the cluster's
+    SSH key as its machine credential, the guards' key of that cluster as a credential's extra variable."""
+    return runner_job.launch(
+        template,
+        None,
+        Path(info["ssh_key"]),
+        path,
+        image=image,
+        network=info["management_network"],
+        extra_vars={"memguard_peer_key": key},
+        ident=ident,
+        timeout=1200,
+    )
+
+
+def _fabric_addresses(host: str) -> set[ipaddress.IPv4Address]:
+    addresses = json.loads(node_sh(host, "ip -j -4 address show").stdout)
+    found = {ipaddress.ip_address(a["local"]) for link in addresses for a in link.get("addr_info", [])}
+    return {a for a in found if a in ipaddress.ip_network("10.99.0.0/16")}
+
+
+def test_a_fleet_boots_both_clusters_at_once_through_awx_without_cross_talk(sim4, sim3, tmp_path):
+    """inventories/fleet in AWX (awx/resources.yml): the workflow `dgxspark fleet boot` has a node per cluster and
+    no link between them, so AWX starts both at once. Each node's job runs here as AWX launches it (ansible-runner
+    in the EE, the fleet inventory, the template's limit, the cluster's own key), both at the same time. Each job
+    acts on its own cluster's hosts only and both clusters serve; nothing crosses: every rank's master address is
+    its own head's, the fabric addresses are each cluster's subnet, every guard knows only its own cluster's peers
+    and key. Stopping one cluster (its own stop template) leaves the other serving. Leaves both stopped."""
+    resources = runner_job.resources()
+    [workflow] = [w for w in resources["workflow_job_template"] if w["name"] == FLEET_BOOT]
+    nodes = workflow["related"]["workflow_nodes"]
+    templates = {node["limit"]: node["unified_job_template"]["name"] for node in nodes}
+    assert templates == {"sim3": "dgxspark boot (fleet sim3)", "sim4": "dgxspark boot (fleet sim4)"}
+    # no node waits on another: AWX runs them together
+    assert not [n for n in nodes for kind in ("success_nodes", "failure_nodes", "always_nodes") if n["related"][kind]]
+    clusters = {"sim3": sim3, "sim4": sim4}
+    hosts = {name: [node["host"] for node in info["nodes"]] for name, info in clusters.items()}
+    keys = {name: secrets.token_hex(16) for name in clusters}
+    image = ee_image()
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            running = {
+                name: pool.submit(
+                    _fleet_job, clusters[name], templates[name], tmp_path / f"boot-{name}", image, keys[name], name
+                )
+                for name in clusters
+            }
+            jobs = {name: future.result() for name, future in running.items()}
+        for name, job in jobs.items():
+            assert (job.status, job.rc) == ("successful", 0), job.stdout()[-8000:]
+            stats = job.stats()
+            assert sorted(stats["processed"]) == sorted(hosts[name]) and not stats["failures"], stats
+            (event,) = job.of("runner_on_ok", BOOT_REPORT)
+            report = " ".join(" ".join(map(str, event["event_data"]["res"]["msg"])).split())
+            head = clusters[name]["nodes"][0]["management_address"]
+            assert f"endpoint: http://{head}:8000/v1 serving" in report, report
+        for name, info in clusters.items():
+            head = info["nodes"][0]
+            subnet = ipaddress.ip_network(f"{head['fabric_address']}/24", strict=False)
+            others = {h for other in clusters if other != name for h in hosts[other]}
+            for node in info["nodes"]:
+                host = node["host"]
+                assert rank_containers(host) == {"vllm_dsv41": "running"}, host
+                argv = json.loads(node_sh(host, "docker inspect --format '{{json .Args}}' vllm_dsv41").stdout)
+                assert argv[argv.index("--master-addr") + 1] == head["fabric_address"], (host, argv)
+                fabric = _fabric_addresses(host)
+                assert fabric and all(address in subnet for address in fabric), (host, fabric)
+                config = json.loads(node_sh(host, "cat /etc/dgxspark-memguard/config.json").stdout)
+                assert config["peer_key"] == keys[name], host
+                peers = {peer["host"] for peer in config["peers"]}
+                assert peers == set(hosts[name]) - {host} and not peers & others, (host, peers)
+                assert guard_phase(host)["phase"] == "steady", host
+            assert http_json(f"http://{head['management_address']}:8000/v1/models")["data"], name
+        # one cluster stopped by its own template: the other serves on
+        stop = _fleet_job(sim3, "dgxspark stop (fleet sim3)", tmp_path / "stop-sim3", image, keys["sim3"], "stop3")
+        assert (stop.status, stop.rc) == ("successful", 0), stop.stdout()[-6000:]
+        assert sorted(stop.stats()["processed"]) == sorted(hosts["sim3"])
+        assert all(rank_containers(host) == {} for host in hosts["sim3"])
+        assert all(rank_containers(host) == {"vllm_dsv41": "running"} for host in hosts["sim4"])
+        head4 = sim4["nodes"][0]["management_address"]
+        model = json.loads((REPO / "inventories" / "sim4" / "serving-profile.json").read_text())["model"]
+        done = http_json(
+            f"http://{head4}:8000/v1/completions", {"model": model, "prompt": "Count from 1 to 5:", "max_tokens": 16}
+        )
+        assert done["choices"][0]["text"].strip() == "1, 2, 3, 4, 5", done
+    finally:
+        for name, info in clusters.items():
+            _fleet_job(info, f"dgxspark stop (fleet {name})", tmp_path / f"final-stop-{name}", image, keys[name], "end")
 
 
 def test_down_leaves_nothing(sim4):
