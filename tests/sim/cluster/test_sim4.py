@@ -76,7 +76,7 @@ def test_a_fleet_boots_both_clusters_at_once_through_awx_without_cross_talk(sim4
     its own head's, the fabric addresses are each cluster's subnet, every guard knows only its own cluster's peers
     and key. Stopping one cluster (its own stop template) leaves the other serving. Leaves both stopped."""
     resources = runner_job.resources()
-    [workflow] = [w for w in resources["workflow_job_template"] if w["name"] == FLEET_BOOT]
+    [workflow] = [w for w in resources["workflow_job_templates"] if w["name"] == FLEET_BOOT]
     nodes = workflow["related"]["workflow_nodes"]
     templates = {node["limit"]: node["unified_job_template"]["name"] for node in nodes}
     assert templates == {"sim3": "dgxspark boot (fleet sim3)", "sim4": "dgxspark boot (fleet sim4)"}
@@ -85,12 +85,19 @@ def test_a_fleet_boots_both_clusters_at_once_through_awx_without_cross_talk(sim4
     clusters = {"sim3": sim3, "sim4": sim4}
     hosts = {name: [node["host"] for node in info["nodes"]] for name, info in clusters.items()}
     keys = {name: secrets.token_hex(16) for name in clusters}
+    ident = {"sim3": "3", "sim4": "4"}  # AWX's job IDs (the runner's event callback reads them as integers)
     image = ee_image()
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             running = {
                 name: pool.submit(
-                    _fleet_job, clusters[name], templates[name], tmp_path / f"boot-{name}", image, keys[name], name
+                    _fleet_job,
+                    clusters[name],
+                    templates[name],
+                    tmp_path / f"boot-{name}",
+                    image,
+                    keys[name],
+                    ident[name],
                 )
                 for name in clusters
             }
@@ -121,7 +128,7 @@ def test_a_fleet_boots_both_clusters_at_once_through_awx_without_cross_talk(sim4
                 assert guard_phase(host)["phase"] == "steady", host
             assert http_json(f"http://{head['management_address']}:8000/v1/models")["data"], name
         # one cluster stopped by its own template: the other serves on
-        stop = _fleet_job(sim3, "dgxspark stop (fleet sim3)", tmp_path / "stop-sim3", image, keys["sim3"], "stop3")
+        stop = _fleet_job(sim3, "dgxspark stop (fleet sim3)", tmp_path / "stop-sim3", image, keys["sim3"], "30")
         assert (stop.status, stop.rc) == ("successful", 0), stop.stdout()[-6000:]
         assert sorted(stop.stats()["processed"]) == sorted(hosts["sim3"])
         assert all(rank_containers(host) == {} for host in hosts["sim3"])
@@ -134,7 +141,7 @@ def test_a_fleet_boots_both_clusters_at_once_through_awx_without_cross_talk(sim4
         assert done["choices"][0]["text"].strip() == "1, 2, 3, 4, 5", done
     finally:
         for name, info in clusters.items():
-            _fleet_job(info, f"dgxspark stop (fleet {name})", tmp_path / f"final-stop-{name}", image, keys[name], "end")
+            _fleet_job(info, f"dgxspark stop (fleet {name})", tmp_path / f"final-stop-{name}", image, keys[name], "99")
 
 
 def test_down_leaves_nothing(sim4):
