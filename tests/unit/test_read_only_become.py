@@ -224,3 +224,64 @@ def test_every_entry_of_the_list_is_a_read_only_task_with_a_reason() -> None:
 def test_these_checks_run_as_the_login(path: str, name: str) -> None:
     """Read-only checks that read nothing of root's (docs/security.md's table), by name: they say so themselves."""
     assert READ_ONLY[(path, name)] is False
+
+
+# Modules that change a node: each such task asks for root itself (become: true, its own or its block's), since the
+# login is not root (the sim's non-root boot runs them as `spark`, with sudo). A task run on the controller
+# (delegate_to: localhost, connection: local) writes the operator's files as the operator, and so does not.
+CHANGES_A_NODE = {
+    "ansible.builtin.copy",
+    "ansible.builtin.template",
+    "ansible.builtin.file",
+    "ansible.builtin.lineinfile",
+    "ansible.builtin.systemd_service",
+    "ansible.builtin.service",
+    "ansible.builtin.reboot",
+    "ansible.posix.sysctl",
+    "community.docker.docker_container",
+    "community.docker.docker_image",
+    "dgxspark.cluster.node_phase",
+    "dgxspark.cluster.rank_stop",
+    "dgxspark.cluster.rank_container",
+    "dgxspark.cluster.window_job",
+    "dgxspark.cluster.image_stream",
+}
+
+
+# What changes a node as the login, on purpose: the bench's node monitor runs as the login (become: false above),
+# and its stop file is the monitor's own, in the login's directory.
+AS_THE_LOGIN = {
+    ("playbooks/bench.yml", "Tell the monitor to stop (its stop file)"): "the login's monitor's own stop file",
+    (
+        "playbooks/bench.yml",
+        "Remove the stop file (the monitor leaves it, so that the touch above never races its removal)",
+    ): "the login's monitor's own stop file",
+}
+
+
+def on_the_controller(task: dict[str, Any]) -> bool:
+    return task.get("delegate_to") in ("localhost", "127.0.0.1") or task.get("connection") == "local"
+
+
+CHANGING = [
+    (path, task["name"], become)
+    for path, task, become in TASKS
+    if (module_of(task) in CHANGES_A_NODE or (module_of(task) in READ_ONLY_WHEN and not read_only(task)))
+    and not on_the_controller(task)
+]
+
+
+def test_the_scan_sees_the_tasks_that_change_nodes() -> None:
+    assert len(CHANGING) > 30
+    assert set(AS_THE_LOGIN) <= {(path, name) for path, name, _become in CHANGING}, "AS_THE_LOGIN names no such task"
+    modules = {module_of(task) for _path, task, _become in TASKS if task["name"] in {n for _p, n, _b in CHANGING}}
+    assert {"dgxspark.cluster.node_phase", "ansible.builtin.copy", "ansible.builtin.systemd_service"} <= modules
+
+
+@pytest.mark.parametrize(("path", "name", "become"), CHANGING, ids=[f"{p}:{n}" for p, n, _b in CHANGING])
+def test_a_task_that_changes_a_node_asks_for_root_itself(path: str, name: str, become: Any) -> None:
+    """Issue 15: "tasks that need root use become: true at the task or role level"; here, the task (or block)."""
+    if (path, name) in AS_THE_LOGIN:
+        assert become is False, f"{path}: {name!r} is listed as the login's and asks for {become!r}"
+        return
+    assert become is True, f"{path}: {name!r} changes a node with become {become!r}"

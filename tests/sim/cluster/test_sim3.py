@@ -1030,7 +1030,8 @@ def api_key_and_tls(tmp_path) -> None:
 
 
 def planted_token_shows_nowhere(inventory, tmp_path, runs) -> None:
-    """HF_TOKEN reached every rank as its file, and no output, result or log on this machine or a node holds it."""
+    """HF_TOKEN reached every rank as its file, and no output, result or log on this machine or a node holds it, nor
+    the API's key (node_facts' view of the rank's cmd, the engines' logs of their arguments, the guards' logs)."""
     plan = playbook("playbooks/plan.yml", "-i", str(inventory))
     assert plan.returncode == 0, plan.stdout[-3000:]
     facts = ansible(
@@ -1046,8 +1047,8 @@ def planted_token_shows_nowhere(inventory, tmp_path, runs) -> None:
     )
     assert facts.returncode == 0 and "hf_token" in facts.stdout, facts.stdout[-3000:]
     outputs = {"plan.yml": plan, "node_facts": facts} | {f"run {i}": run for i, run in enumerate(runs)}
-    for name, run in outputs.items():
-        assert HF_TOKEN not in run.stdout + run.stderr, name
+    for name, run in outputs.items():  # node_facts' docker section holds the rank's cmd: the API key is not in it
+        assert HF_TOKEN not in run.stdout + run.stderr and API_KEY not in run.stdout + run.stderr, name
     results = [p for p in (tmp_path / ".bench").rglob("*") if p.is_file()]
     assert {p.name for p in results} >= {"results.json", "report.md"}, results
     for result in results:
@@ -1063,7 +1064,8 @@ def planted_token_shows_nowhere(inventory, tmp_path, runs) -> None:
         ):
             said = node_sh(node, where, check=False)
             assert said.stdout.strip() or where.startswith("cat /var/log/dgxspark-cluster"), (node, where)
-            assert HF_TOKEN not in said.stdout + said.stderr, (node, where)
+            # the engine's log of its arguments included: the key reaches vLLM as VLLM_API_KEY, read from its file
+            assert HF_TOKEN not in said.stdout + said.stderr and API_KEY not in said.stdout + said.stderr, (node, where)
 
 
 HELPER = "dgxspark-sim-helper.service"  # the sim profiles' host.helper_services (sim/node/rootfs)
