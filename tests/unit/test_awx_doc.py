@@ -16,7 +16,7 @@ DOC = (ROOT / "docs" / "awx.md").read_text(encoding="utf-8")
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 RESOURCES = yaml.safe_load((ROOT / "awx" / "resources.yml").read_text(encoding="utf-8"))
 # what docs/awx.md has a team make by hand (not in the file: they hold secrets, or are the team's choice)
-BY_HAND = {"dgxspark memory guard key", "dgxspark sim3 guard key", "dgxspark on-call"}
+BY_HAND = {"dgxspark memory guard key", "dgxspark sim3 guard key", "dgxspark on-call", "dgxspark ranks secrets"}
 BY_HAND |= {f"dgxspark {team}" for team in ("operators", "platform admins", "sim3 team")}
 
 
