@@ -28,6 +28,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import sys
+from collections.abc import Iterator
 
 # an interface name lands in netplan YAML, networkd files and sysctl keys: Linux's IFNAMSIZ (at most 15
 # characters), starting with a letter, digit or _ (no - * or quote), then letters, digits, _ and - (no dot:
@@ -98,20 +99,24 @@ def _plain(number: int, line: str) -> str | None:
     return None
 
 
+def _content_lines(text: str, problems: list[str]) -> Iterator[tuple[int, str]]:
+    """Each line of ``text`` that says something (not blank, not a comment), stripped, with its number; a line
+    ``_plain`` refuses goes into ``problems`` instead."""
+    for number, line in enumerate(text.split("\n"), 1):
+        plain = _plain(number, line)
+        if plain:
+            problems.append(plain)
+        elif line.strip() and line.strip()[0] not in "#;":
+            yield number, line.strip()
+
+
 def networkd_problems(text: str) -> list[str]:
     """What in ``text`` (a ``.network`` file) is not on the list; empty when all of it is."""
     problems: list[str] = []
     section = None
     names: list[str] = []
     matches = 0
-    for number, line in enumerate(text.split("\n"), 1):
-        stripped = line.strip()
-        plain = _plain(number, line)
-        if plain:
-            problems.append(plain)
-            continue
-        if not stripped or stripped[0] in "#;":
-            continue
+    for number, stripped in _content_lines(text, problems):
         if stripped.startswith("["):
             section = stripped[1:-1] if stripped.endswith("]") else None
             if section not in NETWORKD:
@@ -137,14 +142,7 @@ def sysctl_problems(text: str, role: str) -> list[str]:
     """What in ``text`` (a sysctl.d file) is not a comment or a ``key = number`` line of ``role``'s keys."""
     keys = SYSCTL_KEYS[role]
     problems: list[str] = []
-    for number, line in enumerate(text.split("\n"), 1):
-        stripped = line.strip()
-        plain = _plain(number, line)
-        if plain:
-            problems.append(plain)
-            continue
-        if not stripped or stripped[0] in "#;":
-            continue
+    for number, stripped in _content_lines(text, problems):
         key, equals, value = stripped.partition("=")
         key, value = key.strip(), value.strip()
         if not equals:
