@@ -50,7 +50,7 @@ def fabric_not_management(node: Any, host: Any, management: Any = None, waived: 
 
 # imported when first called (plugin_utils/_lazy.py says why)
 _not_management = lazy("plugin_utils._preflight", "fabric_not_management")
-nccl_names = lazy("module_utils._fabric_verify", "nccl_names")
+nccl_names = lazy("module_utils._roce", "nccl_names")
 verify_report = lazy("plugin_utils._fabric", "verify_report")
 
 

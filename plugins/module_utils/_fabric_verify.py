@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import Options, Runner, gather
+from ansible_collections.dgxspark.cluster.plugins.module_utils._roce import cidr, nccl_names
 
 PING_STATS = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
 PING_RTT = re.compile(r"= [\d.]+/([\d.]+)/[\d.]+/[\d.]+ ms")
@@ -149,64 +150,6 @@ def parse_ping(rc: int, stdout: str, stderr: str) -> dict[str, Any]:
     return result
 
 
-def _cidr(address: str) -> tuple[str, int]:
-    local, _sep, prefix = address.partition("/")
-    return local, int(prefix or 32)
-
-
-def nccl_names(
-    host: str, interfaces: list[dict[str, Any]], node: dict[str, Any], require_rdma: bool = False
-) -> tuple[dict[str, Any], list[str], list[str]]:
-    """What a node offers NCCL on its planned fabric ports (RDMA devices, the ports, the common RoCE v2
-    IPv4 GID index for the host's address), from node_facts' ``fabric`` and ``rdma`` sections; and what
-    is wrong with its RoCE setup. Pure: the preflight calls it on the controller with the same facts."""
-    failures: list[str] = []
-    warnings: list[str] = []
-    facts = node["fabric"]["interfaces"]
-    rdma = node["rdma"]
-    names = [interface["name"] for interface in interfaces]
-    hcas: list[str] = []
-    indexes: dict[str, set[int]] = {}
-    for interface in interfaces:
-        name = interface["name"]
-        device = facts.get(name, {}).get("rdma_device")
-        local, _prefix = _cidr(interface["address"])
-        if device is None:
-            if require_rdma:
-                failures.append(
-                    f"{host} {name}: no RDMA device ({rdma.get('error') or 'none maps to this port'}); "
-                    "fabric.nccl_net IB needs RoCE on every fabric port"
-                )
-            continue
-        hcas.append(device)
-        found = {
-            entry["index"]
-            for entry in rdma["roce_v2_ipv4"]
-            if entry["netdev"] == name and entry["device"] == device and entry["ipv4"] == local
-        }
-        if found:
-            indexes[device] = found
-        elif require_rdma:
-            failures.append(
-                f"{host} {name} ({device}): no RoCE v2 GID for {local} "
-                "(the address is missing, or the port is not RoCE v2: see show_gids)"
-            )
-    common = set.intersection(*indexes.values()) if indexes else set()
-    if indexes and not common:
-        message = f"{host}: the RoCE v2 IPv4 GID index differs between devices: " + ", ".join(
-            f"{device} {sorted(found)}" for device, found in sorted(indexes.items())
-        )
-        (failures if require_rdma else warnings).append(
-            message + "; NCCL_IB_GID_INDEX takes one value: set fabric.gid_index per host in dgxspark_overrides"
-        )
-    nccl = {
-        "hca": sorted(set(hcas)),
-        "socket_ifname": "=" + ",".join(names) if names else None,
-        "gid_index": min(common) if common else None,
-    }
-    return nccl, failures, warnings
-
-
 class Verifier:
     def __init__(
         self,
@@ -264,7 +207,7 @@ class Verifier:
                 found.append(f"{name}: administratively down (plan: up)")
             if link["mtu"] != interface["mtu"]:
                 found.append(f"{name}: MTU {link['mtu']} (plan: {interface['mtu']})")
-            local, prefix = _cidr(interface["address"])
+            local, prefix = cidr(interface["address"])
             if not any(a["local"] == local and a["prefixlen"] == prefix for a in link["addresses"]):
                 have = ", ".join(f"{a['local']}/{a['prefixlen']}" for a in link["addresses"]) or "none"
                 found.append(f"{name}: address {interface['address']} missing (has: {have})")

@@ -18,15 +18,13 @@ from typing import Any
 from urllib.parse import quote
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, DockerEngineError
+from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import RANK_LABEL, SPEC_LABEL
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import (
-    RANK_LABEL,
     RankStopError,
     container_logs,
     container_record,
     inspect_container,
 )
-
-SPEC_LABEL = "dgxspark.cluster.spec_sha256"
 
 
 class RankStartError(Exception):

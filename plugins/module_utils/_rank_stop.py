@@ -25,8 +25,8 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     DockerEngineError,
     demultiplex_logs,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import RANK_LABEL
 
-RANK_LABEL = "dgxspark.cluster.rank"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 # a record save_record wrote: <container name, made safe>-<UTC time>.json
 _RECORD = re.compile(r"^([A-Za-z0-9_.-]+)-(\d{8}T\d{6}Z)\.json$")

@@ -24,6 +24,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     DockerEngine,
     DockerEngineError,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import WINDOW_LABEL
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import (
     RankStopError,
     container_logs,
@@ -35,7 +36,6 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
 
-WINDOW_LABEL = "dgxspark.cluster.window"
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,47}$")
 NETWORK_MODES = ("host", "bridge", "none")
 # exit codes of a container ended by a signal: 128 + SIGKILL, 128 + SIGTERM

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _releases
-from ansible_collections.dgxspark.cluster.plugins.module_utils._fabric_verify import nccl_names
+from ansible_collections.dgxspark.cluster.plugins.module_utils._roce import nccl_names
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, fabric_expectation
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import FAIL, PASS, SPEC_LABEL, WARN

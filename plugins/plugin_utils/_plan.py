@@ -16,6 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import (
+    LABEL_PREFIX,
+    PROFILE_LABEL,
+    RANK_LABEL,
+    SPEC_LABEL,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import docker_container_params
@@ -49,8 +55,6 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
     has_flag,
     parse_serve_args,
 )
-
-LABEL_PREFIX = "dgxspark.cluster"
 
 # Settings each rank may have of its own; everything else that was rendered must agree.
 PER_RANK_FLAGS = frozenset({"--node-rank", "--headless", "--port", "--host", "--ssl-certfile", "--ssl-keyfile"})
@@ -280,10 +284,10 @@ def _render_rank(
     }
     spec_sha = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     labels = {
-        f"{LABEL_PREFIX}.profile_sha256": profile.sha256,
+        PROFILE_LABEL: profile.sha256,
         f"{LABEL_PREFIX}.shape": shape_name,
-        f"{LABEL_PREFIX}.rank": str(rank),
-        f"{LABEL_PREFIX}.spec_sha256": spec_sha,
+        RANK_LABEL: str(rank),
+        SPEC_LABEL: spec_sha,
     }
     if data.get("model_revision"):
         labels[f"{LABEL_PREFIX}.model_revision"] = data["model_revision"]

@@ -54,8 +54,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import said as journal_said
+from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import (
+    LABEL_PREFIX,
+    PROFILE_LABEL,
+    SPEC_LABEL,
+    WINDOW_LABEL,
+)
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
-from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import WINDOW_LABEL
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import KEY_SECRET
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import engram_storage
@@ -63,7 +68,6 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk impo
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image, near_misses, parse_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import kv_fit
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import LABEL_PREFIX
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import effective_container
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import CHECK as WEIGHTS_IDENTITY
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import identity
@@ -94,7 +98,6 @@ CHECKS = (
     "release",
     "rollback-images",
 )
-SPEC_LABEL = f"{LABEL_PREFIX}.spec_sha256"
 # What node_facts returns instead of the value of a secret's name (module_utils/_docker_engine.py, is_secret_name).
 NODE_REDACTED = "<redacted>"
 MASKED = "***"
@@ -102,7 +105,7 @@ UNSET = "(unset)"
 ABSENT = "(absent)"
 SWITCH = "(set)"
 # Labels that differ whenever the spec does: on their own they say the difference lies elsewhere.
-HASH_LABELS = (f"label {SPEC_LABEL}:", f"label {LABEL_PREFIX}.profile_sha256:")
+HASH_LABELS = (f"label {SPEC_LABEL}:", f"label {PROFILE_LABEL}:")
 SAMPLES_SHOWN = 6
 GUARD_UNIT = "dgxspark-memguard.service"
 GUARD_DOWN_FIX = (

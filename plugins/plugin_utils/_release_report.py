@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-RANK_LABEL = "dgxspark.cluster.rank"
-SPEC_LABEL = "dgxspark.cluster.spec_sha256"
+from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import RANK_LABEL, SPEC_LABEL
 
 
 def _short(value: Any, width: int = 12) -> str:
