@@ -13,7 +13,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_preflight, _memguard
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
     WORKERS_GROUP,
@@ -35,7 +35,16 @@ ARGUMENT_SPEC = {
     "release": {"type": "str"},
     "by": {"type": "str"},
     "fabric_settings": {"type": "dict", "default": {}},
-    "memguard_differences": {"type": "dict", "default": {}},
+    # the memory guard's role's settings (its vars/main.yml memguard_plan_settings) and the peers' key: what the role
+    # would change on each node is worked out here, from the facts, with the rest
+    "memguard": {
+        "type": "dict",
+        "options": {
+            "settings": {"type": "dict", "required": True},
+            "key": {"type": "str", "default": "", "no_log": True},
+            "key_file": {"type": "path", "required": True},
+        },
+    },
     "head_group": {"type": "str", "default": HEAD_GROUP},
     "workers_group": {"type": "str", "default": WORKERS_GROUP},
 }
@@ -107,11 +116,16 @@ class ActionModule(ActionBase):
         record = _boot_preflight.release_record(planned, plan, decision, images, by, time.time())
         fabric = _boot_preflight.fabric_differences(facts, planned["fabric"], args["fabric_settings"])
         kernel = _boot_preflight.kernel_differences(verdict["lines"])
+        try:
+            guard = _guard_differences(args["memguard"], plan, profile.data, facts, task_vars)
+        except (_memguard.MemguardConfigError, OSError) as error:
+            result.update(failed=True, msg=f"dgxspark.cluster.boot_preflight: the memory guard's plan: {error}")
+            return result
         differences = {
             host: {
                 "kernel": kernel.get(host, []),
                 "fabric": fabric.get(host, []),
-                "memory guard": list(args["memguard_differences"].get(host) or []),
+                "memory guard": guard.get(host, []),
             }
             for host in (rank["host"] for rank in plan["ranks"])
         }
@@ -170,3 +184,32 @@ def _controller_user(task_vars: dict[str, Any]) -> str:
     except (KeyError, OSError):
         user = str(os.getuid())
     return f"{user}@{socket.gethostname()}"
+
+
+def _guard_differences(
+    memguard: dict[str, Any] | None,
+    plan: dict[str, Any],
+    profile: dict[str, Any],
+    facts: dict[str, Any],
+    task_vars: dict[str, Any],
+) -> dict[str, list[str]]:
+    """What the memory guard's role would change on each rank's node, from its facts (none without ``memguard``).
+    The key is read, never made: a preflight writes nothing (the converge makes it)."""
+    if not memguard:
+        return {}
+    key = memguard["key"] or None
+    if key is None:
+        try:
+            key = _memguard.read_key(memguard["key_file"])
+        except FileNotFoundError:
+            key = None
+    return _memguard.differences_by_host(
+        [rank["host"] for rank in plan["ranks"]],
+        task_vars.get("hostvars") or {},
+        memguard["settings"],
+        profile["host"],
+        profile["container"]["name"],
+        key,
+        facts,
+        _memguard.script_sha256(),
+    )

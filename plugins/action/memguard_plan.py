@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import string
@@ -16,11 +15,13 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
     NETWORKS,
-    SCRIPT_NAME,
     SETTINGS,
     MemguardConfigError,
+    differences_by_host,
     expectation,
     memguard_config,
+    read_key,
+    script_sha256,
 )
 
 ARGUMENT_SPEC = {
@@ -62,24 +63,18 @@ class ActionModule(ActionBase):
         by_host = args["node_facts_by_host"]
         try:
             key = args["key"] or self._key(args["key_file"], create=args["key_create"] and not self._task.check_mode)
-            with open(self._find_needle("files", SCRIPT_NAME), "rb") as script:
-                script_sha256 = hashlib.sha256(script.read()).hexdigest()
+            script_sha = script_sha256()
             if by_host:  # every host at once (run_once): what would change on each, from its facts
-                differences = {}
-                for name in hosts:
-                    # the settings were templated for the host this runs on; a host's own (its inventory's) win
-                    own = hostvars.get(name) or {}
-                    mine = {**settings, **{k: own[k] for k in SETTINGS if k in own}}
-                    config = memguard_config(args["host_section"], args["container_name"], mine, name, peers, key)
-                    expected = expectation(config, mine, script_sha256)[1]
-                    differences[name] = difference(by_host.get(name) or {}, expected)
+                differences = differences_by_host(
+                    hosts, hostvars, settings, args["host_section"], args["container_name"], key, by_host, script_sha
+                )
                 result.update(differences=differences, key_missing=key is None)
                 return result
             config = memguard_config(args["host_section"], args["container_name"], settings, host, peers, key)
         except (MemguardConfigError, OSError) as error:
             result.update(failed=True, msg=f"dgxspark.cluster.memguard_plan: {error}")
             return result
-        texts, expected = expectation(config, settings, script_sha256)
+        texts, expected = expectation(config, settings, script_sha)
         result.update(
             config=config,
             texts=texts,
@@ -97,7 +92,7 @@ class ActionModule(ActionBase):
         ``create`` is true, once: a host that loses the race to make it reads the winner's. None when it does
         not exist and may not be made (a preflight, check mode). The format is ansible.builtin.password's."""
         try:
-            return _read_key(path)
+            return read_key(path)
         except FileNotFoundError:
             if not create:
                 return None
@@ -110,13 +105,7 @@ class ActionModule(ActionBase):
                 handle.write(key + "\n")
             os.link(staged, path)
         except FileExistsError:
-            return _read_key(path)
+            return read_key(path)
         finally:
             os.unlink(staged)
         return key
-
-
-def _read_key(path: str) -> str:
-    """The key in a file ansible.builtin.password wrote (its text, then `` salt=...`` when it has one)."""
-    with open(path, encoding="utf-8") as handle:
-        return handle.read().rstrip("\n").split(" salt=")[0]

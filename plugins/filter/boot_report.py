@@ -9,21 +9,23 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
+
+# imported when first called (plugin_utils/_lazy.py says why)
+_boot_report = lazy("plugin_utils._boot_report", "boot_report")
+_boot_undo_report = lazy("plugin_utils._boot_report", "boot_undo_report")
 
 
 def boot_report(hosts: Any, plan: Any, prompt: str = "", startup_wait: Any = None, ended: Any = None) -> list[str]:
     try:
-        return _boot_report.boot_report(
-            list(hosts), plan, str(prompt), startup_wait, None if ended is None else float(ended)
-        )
+        return _boot_report(list(hosts), plan, str(prompt), startup_wait, None if ended is None else float(ended))
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise AnsibleFilterError(f"dgxspark.cluster.boot_report: {error}") from None
 
 
 def boot_undo_report(hosts: Any, failed: Any, lost: Any = ()) -> list[str]:
     try:
-        return _boot_report.boot_undo_report(list(hosts), list(failed or ()), list(lost or ()))
+        return _boot_undo_report(list(hosts), list(failed or ()), list(lost or ()))
     except (ValueError, KeyError, TypeError) as error:
         raise AnsibleFilterError(f"dgxspark.cluster.boot_undo_report: {error}") from None
 

@@ -10,12 +10,18 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import (
-    _image_transfer,
-    _recover,
-    _release_report,
-    _window,
-)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
+
+# imported when first called (plugin_utils/_lazy.py says why)
+_head_spec = lazy("plugin_utils._release_report", "head_spec")
+_listing = lazy("plugin_utils._release_report", "listing")
+_rollback_target = lazy("plugin_utils._release_report", "rollback_target")
+_showing = lazy("plugin_utils._release_report", "showing")
+_image_plan = lazy("plugin_utils._image_transfer", "plan")
+_recover_settings = lazy("plugin_utils._recover", "Settings")
+_recover_decide = lazy("plugin_utils._recover", "decide")
+_window_plan = lazy("plugin_utils._window", "plan")
+_window_closed = lazy("plugin_utils._window", "closed")
 
 
 def _said(needs: str, refused: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -50,13 +56,13 @@ def _by_host(facts: Any, name: str) -> Mapping[str, Any]:
 
 @_said("the release module's answer")
 def release_report(result: Any, show: bool = False) -> list[str]:
-    return _release_report.showing(result["release"]) if show else _release_report.listing(result)
+    return _showing(result["release"]) if show else _listing(result)
 
 
 @_said("the release module's answer", refused="rollback")
 def rollback_target(result: Any, head: str, containers: Any = None, wanted: str = "") -> str:
-    spec = _release_report.head_spec(containers)
-    return _release_report.rollback_target(result, head, spec, wanted or "")
+    spec = _head_spec(containers)
+    return _rollback_target(result, head, spec, wanted or "")
 
 
 @_said("node_facts' answers by host")
@@ -68,9 +74,7 @@ def image_plan(
     profile_images: Any = None,
     pull: bool = False,
 ) -> dict[str, Any]:
-    return _image_transfer.plan(
-        facts, head, list(hosts or []), release or "", dict(profile_images or {}) or None, bool(pull)
-    )
+    return _image_plan(facts, head, list(hosts or []), release or "", dict(profile_images or {}) or None, bool(pull))
 
 
 @_said("node_facts' answers by host", refused="recover")
@@ -85,14 +89,14 @@ def recover_decision(
     try_now: bool = False,
     reset: bool = False,
 ) -> dict[str, Any]:
-    settings = _recover.Settings(
+    settings = _recover_settings(
         max_attempts=int(max_attempts),
         backoff_s=float(backoff_s),
         after_memory_trip=bool(after_memory_trip),
         try_now=bool(try_now),
         reset=bool(reset),
     )
-    return _recover.decide(_by_host(facts, "recover_decision"), list(hosts or []), head, now, settings)
+    return _recover_decide(_by_host(facts, "recover_decision"), list(hosts or []), head, now, settings)
 
 
 @_said("node_facts' answers by host")
@@ -101,12 +105,12 @@ def window_plan(facts: Any, hosts: Any, head: str, chosen: Any, name: str, image
     chosen_hosts = (
         [h.strip() for h in chosen.split(",") if h.strip()] if isinstance(chosen, str) else list(chosen or [])
     )
-    return _window.plan(_by_host(facts, "window_plan"), list(hosts or []), head, chosen_hosts, str(name), str(image))
+    return _window_plan(_by_host(facts, "window_plan"), list(hosts or []), head, chosen_hosts, str(name), str(image))
 
 
 @_said("the window jobs' answers by host")
 def window_closed(jobs: Any, served: bool = True) -> str:
-    return _window.closed({str(host): dict(job or {}) for host, job in dict(jobs or {}).items()}, bool(served))
+    return _window_closed({str(host): dict(job or {}) for host, job in dict(jobs or {}).items()}, bool(served))
 
 
 class FilterModule:

@@ -56,10 +56,28 @@ options:
         left out gets the role's defaults.
     type: dict
     default: {}
-  memguard_differences:
-    description: Each host's C(memguard_plan.difference), as the memguard role's C(difference) entry point works it out.
+  memguard:
+    description:
+      - The memory guard's role's settings and the peers' key; given, what the role would change on each rank's node
+        is worked out here from its facts (C(files), C(services)), as the role's C(difference) entry point would on
+        one node, and is the C(memory guard) entry of RV(differences). The key file is read, never made.
+      - Left out, no difference is looked for on the guard.
     type: dict
-    default: {}
+    suboptions:
+      settings:
+        description:
+          - The role's C(memguard_plan_settings) (its C(vars/main.yml)).
+          - A host's own inventory values of them win for its guard.
+        type: dict
+        required: true
+      key:
+        description: The peers' key (C(memguard_peer_key)); empty, it is read from O(memguard.key_file).
+        type: str
+        default: ""
+      key_file:
+        description: Where the peers' key is kept (C(memguard_peer_key_file)); a missing file means no key yet.
+        type: path
+        required: true
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
 attributes:
@@ -200,7 +218,14 @@ def main() -> None:
             "skip": {"type": "list", "elements": "str", "default": []},
             "clear_trip": {"type": "bool", "default": False},
             "fabric_settings": {"type": "dict", "default": {}},
-            "memguard_differences": {"type": "dict", "default": {}},
+            "memguard": {
+                "type": "dict",
+                "options": {
+                    "settings": {"type": "dict", "required": True},
+                    "key": {"type": "str", "default": "", "no_log": True},
+                    "key_file": {"type": "path", "required": True},
+                },
+            },
             "head_group": {"type": "str", "default": "dgxspark_head"},
             "workers_group": {"type": "str", "default": "dgxspark_workers"},
         },

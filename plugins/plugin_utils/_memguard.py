@@ -17,15 +17,17 @@ addresses on it only; the unit's watchdog is worked out from the longest the gua
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import math
+import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import sha256
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, sha256
 
 GIB = 1024**3
 POLICIES = ("stop-all", "local")
@@ -335,3 +337,42 @@ def expectation(
     paths = file_paths(settings)
     files = {paths["script"]: script_sha256, **{paths[what]: sha256(text) for what, text in texts.items()}}
     return texts, {"files": files, "units": [UNIT_NAME]}
+
+
+def script_sha256() -> str:
+    """The SHA-256 of the daemon the role installs: the collection's own ``roles/memguard/files`` copy."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, os.pardir, os.pardir, "roles", "memguard", "files", SCRIPT_NAME)
+    with open(path, "rb") as script:
+        return hashlib.sha256(script.read()).hexdigest()
+
+
+def read_key(path: str) -> str:
+    """The peers' key in a file ansible.builtin.password wrote (its text, then `` salt=...`` when it has one)."""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().rstrip("\n").split(" salt=")[0]
+
+
+def differences_by_host(
+    hosts: Sequence[str],
+    hostvars: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    host_section: Mapping[str, Any],
+    container_name: str,
+    key: str | None,
+    facts_by_host: Mapping[str, Any],
+    script_sha: str,
+) -> dict[str, list[str]]:
+    """What the role would change on each of ``hosts``, from each one's node_facts (``files``, ``services``): every
+    node's guard planned at once on the controller. ``settings`` are the role's (its vars/main.yml
+    ``memguard_plan_settings``), templated for one host; a host's own inventory values of them win for its guard.
+    The peers are every host's address on ``memguard_peer_network``."""
+    attribute = NETWORKS.get(str(settings["memguard_peer_network"]), "ansible_host")
+    peers = {name: (hostvars[name].get(attribute) if name in hostvars else None) or "" for name in hosts}
+    differences = {}
+    for name in hosts:
+        own = hostvars.get(name) or {}
+        mine = {**settings, **{k: own[k] for k in SETTINGS if k in own}}
+        config = memguard_config(host_section, container_name, mine, name, peers, key)
+        differences[name] = difference(facts_by_host.get(name) or {}, expectation(config, mine, script_sha)[1])
+    return differences

@@ -168,14 +168,16 @@ def test_a_wildcard_address_is_refused(address: str) -> None:
 
 
 def test_the_role_hands_the_plan_each_setting() -> None:
-    """Both planning entry points hand memguard_plan every setting memguard_config reads, by its variable's name
-    (vars/main.yml's memguard_plan_settings)."""
+    """The role's planning entry point and the boot's preflight (every node at once) hand the guard's planning
+    every setting memguard_config reads, by its variable's name (vars/main.yml's memguard_plan_settings)."""
     settings = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["memguard_plan_settings"]
     assert sorted(settings) == sorted(SETTINGS)
-    for entry in ("difference.yml", "differences.yml"):
-        tasks = yaml.safe_load((ROLE / "tasks" / entry).read_text())
-        [plan] = [t for t in tasks if "dgxspark.cluster.memguard_plan" in t]
-        assert plan["dgxspark.cluster.memguard_plan"]["settings"] == "{{ memguard_plan_settings }}", entry
+    tasks = yaml.safe_load((ROLE / "tasks" / "difference.yml").read_text())
+    [plan] = [t for t in tasks if "dgxspark.cluster.memguard_plan" in t]
+    assert plan["dgxspark.cluster.memguard_plan"]["settings"] == "{{ memguard_plan_settings }}"
+    preflight = yaml.safe_load((ROLE.parent / "boot" / "tasks" / "preflight.yml").read_text())
+    [check] = [t for t in preflight if "dgxspark.cluster.boot_preflight" in t]
+    assert check["dgxspark.cluster.boot_preflight"]["memguard"]["settings"] == "{{ memguard_plan_settings }}"
     assert not (ROLE / "templates").exists()  # one rendering, in Python: what is compared is what is written
 
 

@@ -4,15 +4,19 @@
 
 from __future__ import annotations
 
+import copy
+import pathlib
 from typing import Any
 from unittest.mock import MagicMock
 
+import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
 from ansible.playbook.task import Task
 from ansible.template import Templar
 
-from ansible_collections.dgxspark.cluster.plugins.action import boot_preflight, serving_profile
+from ansible_collections.dgxspark.cluster.plugins.action import boot_preflight, memguard_plan, serving_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import SETTINGS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
     facts as node_facts,
@@ -258,3 +262,53 @@ def test_a_rollback_to_an_unknown_release_fails() -> None:
     result = run(boot_preflight, {"planned": PLANNED, "facts": facts(), "release": OLD})
     assert result["failed"] is True
     assert any(f"no release {OLD} on the head" in line for line in result["msg"])
+
+
+def guard_settings() -> dict[str, Any]:
+    role = pathlib.Path(__file__).resolve().parents[4] / "roles" / "memguard"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    return {name: copy.deepcopy(defaults[name]) for name in SETTINGS}
+
+
+def test_the_memory_guards_difference_is_the_roles_own_and_no_key_is_made(tmp_path: pathlib.Path) -> None:
+    """With the guard's role's settings given (the boot's preflight), each node's memory-guard difference is what
+    the role's own difference entry point (memguard_plan, one host) finds on it; a node that matches has none and
+    the role is then not entered; the peers' key is read, never made."""
+    key_file = tmp_path / "memguard.key"
+    guard = {"settings": guard_settings(), "key_file": str(key_file)}
+    given = facts()
+    result = run(boot_preflight, {"planned": PLANNED, "facts": given, "memguard": guard}, check_mode=True)
+    assert not result.get("failed"), result.get("msg")
+    for host in HOSTVARS:  # the GB10 facts hold no guard: every file would be written
+        assert any(
+            line.startswith("/etc/dgxspark-memguard/config.json:")
+            for line in result["differences"][host]["memory guard"]
+        )
+    assert "memory guard" in result["to_converge"] and not key_file.exists()
+
+    profile = PLANNED["profile"]
+    for host in HOSTVARS:  # each node as the role would leave it
+        one = run(
+            memguard_plan,
+            {
+                "host_section": profile["host"],
+                "container_name": profile["container"]["name"],
+                "settings": guard["settings"],
+                "key_file": guard["key_file"],
+                "key_create": False,
+                "node_facts": given[host],
+            },
+            task_vars={**TASK_VARS, "inventory_hostname": host},
+        )
+        assert one["difference"] == result["differences"][host]["memory guard"]
+        expected = one["expected"]
+        given[host] = {
+            **given[host],
+            "files": {"paths": {p: {"exists": True, "sha256": d} for p, d in expected["files"].items()}},
+            "services": {
+                "units": {u: {"active_state": "active", "unit_file_state": "enabled"} for u in expected["units"]}
+            },
+        }
+    matched = run(boot_preflight, {"planned": PLANNED, "facts": given, "memguard": guard}, check_mode=True)
+    assert all(d["memory guard"] == [] for d in matched["differences"].values()), matched["differences"]
+    assert "memory guard" not in matched["to_converge"] and not key_file.exists()

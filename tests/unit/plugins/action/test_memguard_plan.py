@@ -56,7 +56,6 @@ def run(args: dict[str, Any], host: str = "spark-w1", check_mode: bool = False) 
         templar=Templar(loader=loader),
         shared_loader_obj=None,
     )
-    action._find_needle = MagicMock(return_value=str(SCRIPT))  # the role's files/, as in a role
     task_vars = {"inventory_hostname": host, "hostvars": HOSTVARS, "ansible_play_hosts_all": list(HOSTVARS)}
     return action.run(task_vars=task_vars)
 
