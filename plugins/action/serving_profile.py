@@ -11,6 +11,10 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import (
+    fabric_expectation_with,
+    fabric_settings_by_host,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import plan_shares
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
     HEAD_GROUP,
@@ -31,6 +35,17 @@ ARGUMENT_SPEC = {
     "head_group": {"type": "str", "default": HEAD_GROUP},
     "workers_group": {"type": "str", "default": WORKERS_GROUP},
     "discovered": {"type": "dict"},
+    # the fabric role's settings (its vars/main.yml fabric_fact_settings): given, the plan also names what node_facts
+    # reads of each host for the role's converge-from-facts
+    "fabric_settings": {
+        "type": "dict",
+        "options": {
+            "backend": {"type": "str", "default": "auto"},
+            "networkd_dir": {"type": "path"},
+            "netplan_dir": {"type": "path"},
+            "sysctl_dir": {"type": "path"},
+        },
+    },
 }
 
 
@@ -104,6 +119,14 @@ class ActionModule(ActionBase):
         warnings = plan["warnings"] if plan else [w.render() for w in profile.warnings]
         for warning in warnings:
             self._display.warning(warning)
+        if fabric and args["fabric_settings"] is not None:  # what node_facts reads for the fabric role, by host
+            settings = fabric_settings_by_host(fabric, args["fabric_settings"], task_vars.get("hostvars", {}))
+            result.update(
+                fabric_fact_settings=settings,
+                fabric_fact_paths={
+                    h: fabric_expectation_with(s, settings[h], None)["paths"] for h, s in fabric.items()
+                },
+            )
         result.update(
             src=src,
             profile_sha256=profile.sha256,

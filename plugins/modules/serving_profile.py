@@ -52,6 +52,27 @@ options:
         one late input; it sets each rank's NCCL environment and so its spec hash. Without it each host's
         C(fabric_nccl) variable is read (what the fabric role sets).
     type: dict
+  fabric_settings:
+    description:
+      - The fabric role's settings its converge-from-facts depends on (the role's C(fabric_fact_settings), its
+        C(vars/main.yml)). Given, the plan also names, for every host of RV(fabric), the files
+        M(dgxspark.cluster.node_facts) reads there for the role (RV(fabric_fact_paths)) and each host's settings
+        (RV(fabric_fact_settings)); a host's own inventory values of the role's variables win for it.
+    type: dict
+    suboptions:
+      backend:
+        description: C(fabric_backend) - C(networkd), C(netplan), or C(auto) (each node's own facts say).
+        type: str
+        default: auto
+      networkd_dir:
+        description: C(fabric_networkd_dir).
+        type: path
+      netplan_dir:
+        description: C(fabric_netplan_dir).
+        type: path
+      sysctl_dir:
+        description: C(fabric_sysctl_dir).
+        type: path
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
 attributes:
@@ -132,6 +153,17 @@ fabric:
       the fabric role, so the fabric is planned once, from the same checked hosts.
   returned: success
   type: dict
+fabric_fact_settings:
+  description: Each host's fabric role settings (O(fabric_settings), with the host's own inventory values), by host.
+  returned: with O(fabric_settings), when hosts were planned
+  type: dict
+fabric_fact_paths:
+  description:
+    - The files M(dgxspark.cluster.node_facts) reads on each host for the fabric role's converge-from-facts (its
+      networkd or netplan files, the sysctl drop-in and the live sysctls; with backend C(auto), both backends'
+      files and C(/usr/sbin/netplan)), by host.
+  returned: with O(fabric_settings), when hosts were planned
+  type: dict
 text:
   description: The profile's text exactly as read (a boot keeps it in its release).
   returned: success
@@ -165,6 +197,15 @@ def main() -> None:
             "head_group": {"type": "str", "default": "dgxspark_head"},
             "workers_group": {"type": "str", "default": "dgxspark_workers"},
             "discovered": {"type": "dict"},
+            "fabric_settings": {
+                "type": "dict",
+                "options": {
+                    "backend": {"type": "str", "default": "auto"},
+                    "networkd_dir": {"type": "path"},
+                    "netplan_dir": {"type": "path"},
+                    "sysctl_dir": {"type": "path"},
+                },
+            },
         },
         required_one_of=[("src", "content")],
         mutually_exclusive=[("src", "content")],

@@ -20,13 +20,10 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _releases
 from ansible_collections.dgxspark.cluster.plugins.module_utils._roce import nccl_names
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, fabric_expectation
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, fabric_expectation_with
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import FAIL, PASS, SPEC_LABEL, WARN
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import check_line as _line
-
-# The fabric role's settings the difference depends on (its variables without the fabric_ prefix).
-FABRIC_SETTINGS = ("backend", "networkd_dir", "netplan_dir", "sysctl_dir")
 
 
 def discovered(facts: Mapping[str, Any], fabric: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -46,17 +43,15 @@ def fabric_differences(
     facts: Mapping[str, Any], fabric: Mapping[str, Mapping[str, Any]], settings: Mapping[str, Any]
 ) -> dict[str, list[str]]:
     """Host to what the fabric role would change on it (``_converge.difference``); empty: nothing.
-    ``settings`` maps a host to the fabric role's :data:`FABRIC_SETTINGS` there (absent: the role's defaults)."""
+    ``settings`` maps a host to the fabric role's ``_converge.FABRIC_SETTINGS`` there (absent: the role's defaults:
+    the plan's ``fabric_fact_settings``)."""
     out: dict[str, list[str]] = {}
     for host, share in fabric.items():
         node = facts.get(host)
         if not isinstance(node, Mapping):
             out[host] = ["no node facts: the role must run to know"]
             continue
-        given = settings.get(host) or {}
-        dirs = {key: str(given[key]) for key in FABRIC_SETTINGS[1:] if given.get(key)}
-        expect = fabric_expectation(share, str(given.get("backend") or "auto"), node, **dirs)
-        out[host] = difference(node, expect)
+        out[host] = difference(node, fabric_expectation_with(share, settings.get(host) or {}, node))
     return out
 
 

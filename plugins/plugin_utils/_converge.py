@@ -117,3 +117,33 @@ def _netplan_used(backend: str, node: Mapping[str, Any] | None) -> bool | None:
         return backend == "netplan"
     found = (((node or {}).get("files") or {}).get("paths") or {}).get(NETPLAN_BIN)
     return bool(found.get("exists")) if isinstance(found, Mapping) else None
+
+
+# The fabric role's settings its converge-from-facts depends on, by the role variable that sets each (its
+# vars/main.yml fabric_fact_settings gathers them; a host's own inventory value wins for that host).
+FABRIC_SETTINGS = {
+    "backend": "fabric_backend",
+    "networkd_dir": "fabric_networkd_dir",
+    "netplan_dir": "fabric_netplan_dir",
+    "sysctl_dir": "fabric_sysctl_dir",
+}
+
+
+def fabric_settings_by_host(
+    shares: Mapping[str, Any], settings: Mapping[str, Any], hostvars: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Each host's fabric role settings (:data:`FABRIC_SETTINGS`): ``settings`` (the play's), with a host's own
+    inventory values of the role's variables winning for it."""
+    by_host = {}
+    for host in shares:
+        own = hostvars.get(host) or {}
+        by_host[host] = {key: own[var] if var in own else settings.get(key) for key, var in FABRIC_SETTINGS.items()}
+    return by_host
+
+
+def fabric_expectation_with(
+    share: Mapping[str, Any], settings: Mapping[str, Any], node: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """:func:`fabric_expectation` for one host's share with that host's settings (absent: the role's defaults)."""
+    dirs = {key: str(settings[key]) for key in FABRIC_SETTINGS if key != "backend" and settings.get(key)}
+    return fabric_expectation(share, str(settings.get("backend") or "auto"), node, **dirs)

@@ -134,3 +134,24 @@ def test_a_fabric_address_the_fabric_cannot_use_fails_the_plan(address: str, pro
     result = run({"src": str(SPARK3), "hosts": list(HOSTVARS)}, {"groups": GROUPS, "hostvars": hostvars})
     assert result["failed"] is True and "nothing was touched" in result["msg"]
     assert f"inventory: host spark-w2: {problem}" in result["msg"], result["msg"]
+
+
+def test_given_the_fabric_roles_settings_the_plan_names_what_node_facts_reads_for_it() -> None:
+    """fabric_settings (the fabric role's fabric_fact_settings): every host's files the role's converge-from-facts
+    compares, in its own directories (a host's own inventory value wins for it), and nothing without them."""
+    task_vars = {"ansible_play_hosts_all": list(HOSTVARS), "groups": GROUPS, "hostvars": HOSTVARS}
+    assert "fabric_fact_paths" not in run({"src": str(SPARK3)}, task_vars)
+    own = {**HOSTVARS, "spark-w2": {**HOSTVARS["spark-w2"], "fabric_backend": "netplan"}}
+    settings = {"backend": "networkd", "networkd_dir": "/run/net", "sysctl_dir": "/run/sysctl"}
+    result = run({"src": str(SPARK3), "fabric_settings": settings}, {**task_vars, "hostvars": own})
+    assert not result.get("failed"), result
+    assert result["fabric_fact_settings"]["spark-head"] == {**settings, "netplan_dir": None}
+    assert result["fabric_fact_settings"]["spark-w2"]["backend"] == "netplan"
+    head = result["fabric_fact_paths"]["spark-head"]
+    ports = result["fabric"]["spark-head"]["interfaces"]
+    assert [f"/run/net/10-dgxspark-fabric-{port}.network" for port in ports] == [p for p in head if "/run/net/" in p]
+    assert "/run/sysctl/60-dgxspark-fabric.conf" in head and not any("netplan" in p for p in head)
+    w2 = result["fabric_fact_paths"]["spark-w2"]  # netplan: its file in the role's default directory
+    assert "/etc/netplan/60-dgxspark-fabric.yaml" in w2 and not any(".network" in p for p in w2)
+    # the live sysctls are read whatever the backend
+    assert [p for p in head if p.startswith("/proc/sys/")] == [p for p in w2 if p.startswith("/proc/sys/")] != []
