@@ -52,8 +52,8 @@ options:
   fabric_settings:
     description:
       - Each host's fabric role settings the difference depends on, C(backend), C(networkd_dir), C(netplan_dir)
-        and C(sysctl_dir), by host (the plan's C(fabric_fact_settings): M(dgxspark.cluster.serving_profile) given
-        the role's settings). A host left out gets the role's defaults.
+        and C(sysctl_dir), by host (the plan's C(fabric_fact_settings), which M(dgxspark.cluster.serving_profile) gives
+        from the role's settings). A host left out gets the role's defaults.
     type: dict
     default: {}
   memguard:
