@@ -42,6 +42,7 @@ sees them (they are not option strings of the parser).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 VLLM_VERSION = "0.33.0"
@@ -49,9374 +50,2491 @@ VLLM_VERSION = "0.33.0"
 SERVE_OPTION_COUNT = 485
 SERVE_HELP_OPTION_COUNT = 435
 
-SERVE_OPTIONS: dict[str, dict[str, Any]] = {
-    "--additional-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": {},
-        "deprecated": False,
-        "dest": "additional_config",
-        "group": "VllmConfig",
-        "help": (
-            "Additional config for specified platform. Different platforms may support different configs. Make sure "
-            "the configs are valid for the platform you are using. Contents must be hashable."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json_or_str",
-    },
-    "--aggregate-engine-logging": {
-        "action": "store_true",
-        "aliases": [],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "aggregate_engine_logging",
-        "group": "options",
-        "help": "Log aggregate rather than per-engine statistics when using data parallelism.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--all2all-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": [
-            "allgather_reducescatter",
-            "deepep_high_throughput",
-            "deepep_low_latency",
-            "deepep_v2",
-            "flashinfer_all2allv",
-            "flashinfer_nvlink_one_sided",
-            "flashinfer_nvlink_two_sided",
-            "moonep",
-            "mori_high_throughput",
-            "mori_low_latency",
-            "naive",
-            "nixl_ep",
-            "pplx",
-        ],
-        "const": None,
-        "default": "allgather_reducescatter",
-        "deprecated": False,
-        "dest": "all2all_backend",
-        "group": "ParallelConfig",
-        "help": "All2All backend for MoE expert parallel communication. Available options:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--allow-credentials": {
-        "action": "boolean_optional",
-        "aliases": ["--no-allow-credentials"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "allow_credentials",
-        "group": "Frontend",
-        "help": "Allow credentials.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--allow-deprecated-quantization": {
-        "action": "boolean_optional",
-        "aliases": ["--no-allow-deprecated-quantization"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "allow_deprecated_quantization",
-        "group": "ModelConfig",
-        "help": "Whether to allow deprecated quantization methods.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--allowed-headers": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": ["*"],
-        "deprecated": False,
-        "dest": "allowed_headers",
-        "group": "Frontend",
-        "help": "Allowed headers.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--allowed-local-media-path": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "",
-        "deprecated": False,
-        "dest": "allowed_local_media_path",
-        "group": "ModelConfig",
-        "help": (
-            "Allowing API requests to read local images or videos from directories specified by the server file "
-            "system. This is a security risk. Should only be enabled in trusted environments."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--allowed-media-domains": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "allowed_media_domains",
-        "group": "ModelConfig",
-        "help": "If set, only media URLs that belong to this domain can be used for multi-modal inputs.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--allowed-methods": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": ["*"],
-        "deprecated": False,
-        "dest": "allowed_methods",
-        "group": "Frontend",
-        "help": "Allowed methods.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--allowed-origins": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": [],
-        "deprecated": False,
-        "dest": "allowed_origins",
-        "group": "Frontend",
-        "help": "Allowed origins. Cross-origin browser access is disabled by default.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--anthropic-disabled-thinking-effort": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "high", "low", "max", "medium", "none", "xhigh"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "anthropic_disabled_thinking_effort",
-        "group": "Frontend",
-        "help": (
-            "The ``reasoning_effort`` used for Anthropic Messages, token counting, and render requests with "
-            '``thinking: {"type": "disabled"}``. ``none`` turns thinking off for models that support it; ``low`` suits '
-            "models that always think (e.g. GLM-5.3) or reject ``none`` (e.g. gpt-oss). ``auto`` (default) uses "
-            "``low`` when the renderer rejects ``none`` or renders it the same as a thinking effort, and ``none`` "
-            "otherwise."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--api-key": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "api_key",
-        "group": "Frontend",
-        "help": "If provided, the server will require one of these keys to be presented in the header.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--api-server-count": {
-        "action": "store",
-        "aliases": ["-asc"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "api_server_count",
-        "group": "options",
-        "help": "How many API server processes to run. Defaults to data_parallel_size if not specified.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--async-scheduling": {
-        "action": "boolean_optional",
-        "aliases": ["--no-async-scheduling"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "async_scheduling",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to False, disable async scheduling. Async scheduling helps to avoid gaps in GPU utilization, "
-            "leading to better latency and throughput."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--attention-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "attention_backend",
-        "group": "AttentionConfig",
-        "help": 'Attention backend to use. Use "auto" or None for automatic selection.',
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--attention-config": {
-        "action": "store",
-        "aliases": ["-ac"],
-        "choices": None,
-        "const": None,
-        "default": "<AttentionConfig defaults>",
-        "deprecated": False,
-        "dest": "attention_config",
-        "group": "VllmConfig",
-        "help": "Attention configuration.",
-        "hidden": False,
-        "json_class": "AttentionConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--aux-output-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<AuxOutputConfig defaults>",
-        "deprecated": False,
-        "dest": "aux_output_config",
-        "group": "VllmConfig",
-        "help": "Execution auxiliary output configuration.",
-        "hidden": False,
-        "json_class": "AuxOutputConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--block-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "block_size",
-        "group": "CacheConfig",
-        "help": (
-            'Size of a contiguous cache block in number of tokens. Accepts None (meaning "use default"). After '
-            "construction, always int."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--chat-template": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "chat_template",
-        "group": "Frontend",
-        "help": "The file path to the chat template, or the template in single-line form for the specified model.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--chat-template-content-format": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "openai", "string"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "chat_template_content_format",
-        "group": "Frontend",
-        "help": "The format to render message content within a chat template.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--code-revision": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "code_revision",
-        "group": "ModelConfig",
-        "help": (
-            "The specific revision to use for the model code on the Hugging Face Hub. It can be a branch name, a tag "
-            "name, or a commit id. If unspecified, will use the default version."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--cohere-format": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "cmd4",
-        "deprecated": False,
-        "dest": "cohere_format",
-        "group": "Frontend",
-        "help": (
-            "Cohere ``--tokenizer-mode cohere`` only. Which Cohere prompt format to render: ``cmd4`` (current Command "
-            "A+ models; default) or ``cmd3`` (earlier Cmd-A and Cmd-A reasoning models). Selecting the wrong format "
-            "silently produces a prompt the model wasn't trained on, which most commonly manifests as the model "
-            "emitting text but no citations / tool calls / thinking blocks. Equivalent to passing "
-            '``--default-chat-template-kwargs \'{"cohere_format": "..."}\'`` -- any explicit request-level '
-            "``chat_template_kwargs.cohere_format`` takes priority."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--cohere-is-reasoning-model": {
-        "action": "boolean_optional",
-        "aliases": ["--no-cohere-is-reasoning-model"],
-        "choices": None,
-        "const": True,
-        "default": True,
-        "deprecated": False,
-        "dest": "cohere_is_reasoning_model",
-        "group": "Frontend",
-        "help": (
-            "Cohere ``/cohere/v2/chat`` only. Whether the served model is a reasoning Command-family model. When True "
-            "(default), the assistant's chain-of-thought is surfaced as a ``thinking`` content block (or ``content-*`` "
-            "events on the stream). When False, reasoning is surfaced as Cohere's ``tool_plan`` field (or "
-            "``tool-plan-delta`` events) whenever the model emits tool calls, matching older non- reasoning Command "
-            "models. Has no effect on the non-Cohere endpoints."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--collect-detailed-traces": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["all", "model", "worker", None],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "collect_detailed_traces",
-        "group": "ObservabilityConfig",
-        "help": (
-            "It makes sense to set this only if `--otlp-traces-endpoint` is set. If set, it will collect detailed "
-            "traces for the specified modules. This involves use of possibly costly and or blocking operations and "
-            "hence might have a performance impact."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--compilation-config": {
-        "action": "store",
-        "aliases": ["-cc"],
-        "choices": None,
-        "const": None,
-        "default": "<CompilationConfig defaults>",
-        "deprecated": False,
-        "dest": "compilation_config",
-        "group": "VllmConfig",
-        "help": "`torch.compile` and cudagraph capture configuration for the model.",
-        "hidden": False,
-        "json_class": "CompilationConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "config",
-        "group": "options",
-        "help": (
-            "Read CLI options from a config file. Must be a YAML with the following options: "
-            "https://docs.vllm.ai/en/latest/configuration/serve_args.html"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--config-format": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "config_format",
-        "group": "ModelConfig",
-        "help": "The format of the model config to load:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--convert": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "classify", "embed", "none"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "convert",
-        "group": "ModelConfig",
-        "help": (
-            "Convert the model using adapters defined in [vllm.model_executor.models.adapters][]. The most common use "
-            "case is to adapt a text generation model to be used for pooling tasks."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--cp-kv-cache-interleave-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "cp_kv_cache_interleave_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Interleave size of kv_cache storage while using DCP. Store interleave_size tokens on dcp_rank i, then "
-            "store next interleave_size tokens on dcp_rank i+1. Interleave_size=1: token-level alignment, where token "
-            "`i` is stored on dcp_rank `i % dcp_world_size`. Interleave_size=block_size: block-level alignment, where "
-            "tokens are first populated to the preceding ranks. Tokens are then stored in (rank i+1, block j) only "
-            "after (rank i, block j) is fully occupied. Block_size should be greater than or equal to "
-            "cp_kv_cache_interleave_size. Block_size should be divisible by cp_kv_cache_interleave_size."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--cpu-distributed-timeout-seconds": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "cpu_distributed_timeout_seconds",
-        "group": "ParallelConfig",
-        "help": (
-            "Timeout (in seconds) for cpu communication groups. If None, PyTorch's default timeout is used (1800s for "
-            "gloo)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--cpu-offload-gb": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "cpu_offload_gb",
-        "group": "OffloadConfig",
-        "help": (
-            "The space in GiB to offload to CPU, per GPU. Default is 0, which means no offloading. Intuitively, this "
-            "argument can be seen as a virtual way to increase the GPU memory size. For example, if you have one 24 GB "
-            "GPU and set this to 10, virtually you can think of it as a 34 GB GPU. Then you can load a 13B model with "
-            "BF16 weight, which requires at least 26GB GPU memory. Note that this requires fast CPU-GPU interconnect, "
-            "as part of the model is loaded from CPU memory to GPU memory on the fly in each model forward pass. This "
-            "uses UVA (Unified Virtual Addressing) for zero-copy access."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--cpu-offload-params": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": [],
-        "deprecated": False,
-        "dest": "cpu_offload_params",
-        "group": "OffloadConfig",
-        "help": (
-            "The set of parameter name segments to target for CPU offloading. Unmatched parameters are not offloaded. "
-            "If this set is empty, parameters are offloaded non-selectively until the memory limit defined by "
-            "`cpu_offload_gb` is reached. Examples:"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--cudagraph-capture-sizes": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "cudagraph_capture_sizes",
-        "group": "CompilationConfig",
-        "help": "Sizes to capture cudagraph.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--cudagraph-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--no-cudagraph-metrics"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "cudagraph_metrics",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable CUDA graph metrics (number of padded/unpadded tokens, runtime cudagraph dispatch modes, and their "
-            "observed frequencies at every logging interval)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--custom-histogram-buckets": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "custom_histogram_buckets",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Custom Prometheus histogram bucket boundaries, as a JSON mapping from bucket-family key to a list of "
-            "strictly increasing, positive, finite upper bounds. When a family key is present, its list replaces the "
-            "default buckets for every histogram in that family; families not listed keep their defaults. Known "
-            "families: `request_latency`, `time_to_first_token`, `inter_token_latency`, `iteration_tokens`, "
-            "`request_params_n`, `request_num_preemptions`, `request_tokens`, `kv_cache_residency`. Example: "
-            "`--custom-histogram-buckets '{\"request_latency\": [0.01, 0.05, 0.1, 0.5]}'`. Note that every extra "
-            "bucket adds one time series per metric and label set."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--data-parallel-address": {
-        "action": "store",
-        "aliases": ["-dpa"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_address",
-        "group": "ParallelConfig",
-        "help": "Address of data parallel cluster head-node.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--data-parallel-backend": {
-        "action": "store",
-        "aliases": ["-dpb"],
-        "choices": None,
-        "const": None,
-        "default": "mp",
-        "deprecated": False,
-        "dest": "data_parallel_backend",
-        "group": "ParallelConfig",
-        "help": 'Backend for data parallel, either "mp" or "ray".',
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--data-parallel-external-lb": {
-        "action": "boolean_optional",
-        "aliases": ["--no-data-parallel-external-lb", "-dpe"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_external_lb",
-        "group": "ParallelConfig",
-        "help": (
-            'Whether to use "external" DP LB mode. Applies only to online serving and when data_parallel_size > 0. '
-            'This is useful for a "one-pod-per-rank" wide-EP setup in Kubernetes. Supported only for MoE deployments; '
-            "non-MoE models should use independent vLLM instances without --data-parallel-* arguments. Set implicitly "
-            "when --data-parallel-rank is provided explicitly to vllm serve."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--data-parallel-hybrid-lb": {
-        "action": "boolean_optional",
-        "aliases": ["--no-data-parallel-hybrid-lb", "-dph"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_hybrid_lb",
-        "group": "ParallelConfig",
-        "help": (
-            'Whether to use "hybrid" DP LB mode. Applies only to online serving and when data_parallel_size > 0. '
-            'Enables running an AsyncLLM and API server on a "per-node" basis where vLLM load balances between local '
-            "data parallel ranks, but an external LB balances between vLLM nodes/replicas. Set explicitly in "
-            "conjunction with"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--data-parallel-multi-port-external-lb": {
-        "action": "store_true",
-        "aliases": ["-dpm"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_multi_port_external_lb",
-        "group": "ParallelConfig",
-        "help": (
-            "Run a node-local supervisor that launches one external-LB API server per local data parallel rank and "
-            "exposes aggregated health on a supervisor port."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--data-parallel-rank": {
-        "action": "store",
-        "aliases": ["-dpn"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_rank",
-        "group": "ParallelConfig",
-        "help": (
-            "Data parallel rank of this instance. When set, enables external load balancer mode for MoE data-parallel "
-            "deployments. Unsupported for non-MoE models; launch independent vLLM instances instead."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--data-parallel-rpc-port": {
-        "action": "store",
-        "aliases": ["-dpp"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_rpc_port",
-        "group": "ParallelConfig",
-        "help": "Fixed port for data parallel RPC communication. All nodes must use the same port.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--data-parallel-size": {
-        "action": "store",
-        "aliases": ["-dp"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "data_parallel_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Number of data parallel groups. MoE layers will be sharded according to the product of the tensor, "
-            "prefill-context, and data parallel sizes."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--data-parallel-size-local": {
-        "action": "store",
-        "aliases": ["-dpl"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_size_local",
-        "group": "ParallelConfig",
-        "help": "Number of data parallel replicas to run on this node.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--data-parallel-start-rank": {
-        "action": "store",
-        "aliases": ["-dpr"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_start_rank",
-        "group": "ParallelConfig",
-        "help": "Starting data parallel rank for secondary nodes.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--data-parallel-supervisor-port": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 9256,
-        "deprecated": False,
-        "dest": "data_parallel_supervisor_port",
-        "group": "Frontend",
-        "help": "HTTP port for aggregated health endpoints in multi-port external LB mode.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--dbo-decode-token-threshold": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 32,
-        "deprecated": False,
-        "dest": "dbo_decode_token_threshold",
-        "group": "ParallelConfig",
-        "help": (
-            "The threshold for dual batch overlap for batches only containing decodes. If the number of tokens in the "
-            "request is greater than this threshold, microbatching will be used. Otherwise, the request will be "
-            "processed in a single batch."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--dbo-prefill-token-threshold": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 512,
-        "deprecated": False,
-        "dest": "dbo_prefill_token_threshold",
-        "group": "ParallelConfig",
-        "help": (
-            "The threshold for dual batch overlap for batches that contain one or more prefills. If the number of "
-            "tokens in the request is greater than this threshold, microbatching will be used. Otherwise, the request "
-            "will be processed in a single batch."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--dcp-comm-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["a2a", "ag_rs", None],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "dcp_comm_backend",
-        "group": "ParallelConfig",
-        "help": "Communication backend for Decode Context Parallel (DCP).",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--dcp-kv-cache-interleave-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "dcp_kv_cache_interleave_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Interleave size of kv_cache storage while using DCP. dcp_kv_cache_interleave_size has been replaced by "
-            "cp_kv_cache_interleave_size, and will be deprecated when PCP is fully supported."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--dcp-q-replicate": {
-        "action": "boolean_optional",
-        "aliases": ["--no-dcp-q-replicate"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "dcp_q_replicate",
-        "group": "ParallelConfig",
-        "help": "Replicate the MLA query projection within each DCP group so decode can skip the query all-gather.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--decode-context-parallel-size": {
-        "action": "store",
-        "aliases": ["-dcp"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "decode_context_parallel_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Number of ranks that shard the decode KV cache. DCP does not expand the process world size. Without PCP, "
-            "DCP reuses TP ranks. With PCP, DCP either spans the PCP axis or the full TP x PCP block."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--default-chat-template-kwargs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "default_chat_template_kwargs",
-        "group": "Frontend",
-        "help": (
-            "Default keyword arguments to pass to the chat template renderer. These will be merged with request-level "
-            "chat_template_kwargs, with request values taking precedence. Useful for setting default behavior for "
-            "reasoning models. Example: '{\"enable_thinking\": false}' to disable thinking mode by default for "
-            "Qwen3/DeepSeek models."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--default-mm-loras": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "default_mm_loras",
-        "group": "LoRAConfig",
-        "help": (
-            "Dictionary mapping specific modalities to LoRA model paths; this field is only applicable to multimodal "
-            "models and should be leveraged when a model always expects a LoRA to be active when a given modality is "
-            "present. Note that currently, if a request provides multiple additional modalities, each of which have "
-            "their own LoRA, we do NOT apply default_mm_loras because we currently only support one lora adapter per "
-            "prompt. When run in offline mode, the lora IDs for n modalities will be automatically assigned to 1-n "
-            "with the names of the modalities in alphabetic order."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--device-ids": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "device_ids",
-        "group": "ParallelConfig",
-        "help": (
-            'Comma-separated physical GPU device IDs or UUIDs to use (e.g. --device-ids "2,3,5,7"). Avoids setting '
-            "CUDA_VISIBLE_DEVICES, preserving full GPU topology visibility for GPU-NIC affinity and DeepGEMM. Note: "
-            "has no effect with Ray executors; use Ray placement groups for GPU selection instead."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "csv",
-    },
-    "--device-memory-utilization": {
-        "action": "store",
-        "aliases": ["--gpu-memory-utilization"],
-        "choices": None,
-        "const": None,
-        "default": 0.92,
-        "deprecated": False,
-        "dest": "gpu_memory_utilization",
-        "group": "CacheConfig",
-        "help": (
-            "The fraction of GPU memory to be used for the model executor, which can range from 0 to 1. For example, a "
-            "value of 0.5 would imply 50% GPU memory utilization. If unspecified, will use the default value of 0.92. "
-            "This is a per-instance limit, and only applies to the current vLLM instance. It does not matter if you "
-            "have another vLLM instance running on the same GPU. For example, if you have two vLLM instances running "
-            "on the same GPU, you can set the GPU memory utilization to 0.5 for each instance. On non-GPU installs, "
-            "this value controls the corresponding device memory utilization."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--diffusion-config": {
-        "action": "store",
-        "aliases": ["-dc"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "diffusion_config",
-        "group": "VllmConfig",
-        "help": "Diffusion LLM (dLLM) configuration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--disable-access-log-for-endpoints": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "disable_access_log_for_endpoints",
-        "group": "Frontend",
-        "help": (
-            "Comma-separated list of endpoint paths to exclude from uvicorn access logs. This is useful to reduce log "
-            'noise from high-frequency endpoints like health checks. Example: "/health,/metrics,/ping". When set, '
-            "access logs for requests to these paths will be suppressed while keeping logs for other endpoints."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--disable-auto-tool-choice": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-auto-tool-choice", "--no-enable-auto-tool-choice"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_auto_tool_choice",
-        "group": "Frontend",
-        "help": (
-            "Enable auto tool choice for supported models. Use `--tool-call-parser` to specify which parser to use."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-batch-sharded-sampling": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-batch-sharded-sampling", "--no-enable-batch-sharded-sampling"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_batch_sharded_sampling",
-        "group": "ParallelConfig",
-        "help": (
-            "Use sharded sampling across tensor parallel ranks. Each rank samples a slice of the batch instead of "
-            "every rank sampling all of it. Currently defaults to False if not set. Enabling it explicitly raises when "
-            "the config cannot support it (`tensor_parallel_size` must be > 1, `max_num_seqs` at least "
-            "`tensor_parallel_size`, and `max_logprobs` non-negative). Models opt in by implementing "
-            "`compute_logits_local`."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-cascade-attn": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-cascade-attn", "--no-disable-cascade-attn"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": True,
-        "dest": "disable_cascade_attn",
-        "group": "ModelConfig",
-        "help": (
-            "--disable-cascade-attn is deprecated and has no effect since cascade attention has been removed. It will "
-            "be removed in v0.33.0."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-chunked-mm-input": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-chunked-mm-input", "--no-disable-chunked-mm-input"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_chunked_mm_input",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to true and chunked prefill is enabled, we do not want to partially schedule a multimodal item. "
-            "Only used in V1 This ensures that if a request has a mixed prompt (like text tokens TTTT followed by "
-            "image tokens IIIIIIIIII) where only some image tokens can be scheduled (like TTTTIIIII, leaving IIIII), "
-            "it will be scheduled as TTTT in one step and IIIIIIIIII in the next."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-chunked-prefill": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-chunked-prefill", "--no-enable-chunked-prefill"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_chunked_prefill",
-        "group": "SchedulerConfig",
-        "help": "If True, prefill requests can be chunked based on the remaining `max_num_batched_tokens`.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-cumem-allocator": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-cumem-allocator", "--no-enable-cumem-allocator"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_cumem_allocator",
-        "group": "ModelConfig",
-        "help": (
-            "Enable the custom cumem allocator to leverage advanced GPU memory allocation features such as multi-node "
-            "NVLink support."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-custom-all-reduce": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-custom-all-reduce", "--no-disable-custom-all-reduce"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_custom_all_reduce",
-        "group": "ParallelConfig",
-        "help": "Disable the custom all-reduce kernel and fall back to NCCL.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-dbo": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-dbo", "--no-enable-dbo"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_dbo",
-        "group": "ParallelConfig",
-        "help": "Enable dual batch overlap for the model executor.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-elastic-ep": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-elastic-ep", "--no-enable-elastic-ep"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_elastic_ep",
-        "group": "ParallelConfig",
-        "help": "Enable elastic expert parallelism with stateless NCCL groups for DP/EP.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-ep-weight-filter": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-ep-weight-filter", "--no-enable-ep-weight-filter"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_ep_weight_filter",
-        "group": "ParallelConfig",
-        "help": (
-            "Skip non-local expert weights during model loading when expert parallelism is active. Each rank only "
-            "reads its own expert shard from disk, which can drastically reduce storage I/O for MoE models with "
-            "per-expert weight tensors (e.g. DeepSeek, Mixtral, Kimi-K2.5). Has no effect on 3D fused-expert "
-            "checkpoints (e.g. GPT-OSS) or non-MoE models."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-eplb": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-eplb", "--no-enable-eplb"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_eplb",
-        "group": "ParallelConfig",
-        "help": "Enable expert parallelism load balancing for MoE layers.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-expert-parallel": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-expert-parallel", "--no-enable-expert-parallel", "-ep"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_expert_parallel",
-        "group": "ParallelConfig",
-        "help": "Use expert parallelism instead of tensor parallelism for MoE layers.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-fastapi-docs": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-fastapi-docs", "--no-disable-fastapi-docs"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_fastapi_docs",
-        "group": "Frontend",
-        "help": "Disable FastAPI's OpenAPI schema, Swagger UI, and ReDoc endpoint.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-fault-tolerance": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-fault-tolerance", "--no-enable-fault-tolerance"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_fault_tolerance",
-        "group": "ParallelConfig",
-        "help": "Enable fault tolerance for detailed error recovery, such as scaling down fault DPEngineCore.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-flash-late-interaction": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-flash-late-interaction", "--no-enable-flash-late-interaction"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "enable_flash_late_interaction",
-        "group": "Frontend",
-        "help": (
-            "If set, run pooling score MaxSim on GPU in the API server process. Can significantly improve "
-            "late-interaction scoring performance. When disabled, the setting is also propagated to the engine's "
-            "`PoolerConfig`, so the engine-side scorer uses the reference MaxSim path instead of the fused Triton "
-            "kernel."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-flashinfer-autotune": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_flashinfer_autotune",
-        "group": "KernelConfig",
-        "help": (
-            "Benchmark FlashInfer kernel implementations during warmup and use the fastest. Enabled by default except "
-            "at `-O0`; disable for faster startup."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-force-include-usage": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-force-include-usage", "--no-enable-force-include-usage"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_force_include_usage",
-        "group": "Frontend",
-        "help": "If set to True, including usage on every request.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-hc-sp": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-hc-sp", "--no-enable-hc-sp"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_hc_sp",
-        "group": "ParallelConfig",
-        "help": (
-            "Enable sequence parallelism for HyperConnection (HC) computation. Currently supported by Qwen4Exp on "
-            "CUDA/ROCm with TP>1 and PP=1 (ignored when TP=1). Does not change MoE parallelism. MoE SP may enable HC "
-            "SP independently of this flag."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-hybrid-kv-cache-manager": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "disable_hybrid_kv_cache_manager",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to True, KV cache manager will allocate the same size of KV cache for all attention layers even if "
-            "there are multiple type of attention layers like full attention and sliding window attention. If set to "
-            "None, the default value will be determined based on the environment and starting configuration."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-layerwise-nvtx-tracing": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-layerwise-nvtx-tracing", "--no-enable-layerwise-nvtx-tracing"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_layerwise_nvtx_tracing",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable layerwise NVTX tracing. This traces the execution of each layer or module in the model and attach "
-            "information such as input/output shapes to nvtx range markers. Noted that this doesn't work with CUDA "
-            "graphs enabled."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-log-deltas": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-log-deltas", "--no-enable-log-deltas"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "enable_log_deltas",
-        "group": "Frontend",
-        "help": "If set to False, output deltas will not be logged. Relevant only if",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-log-outputs": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-log-outputs", "--no-enable-log-outputs"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_log_outputs",
-        "group": "Frontend",
-        "help": (
-            "If set to True, log model outputs (generations). Requires `--enable-log-requests`. Output text and finish "
-            "reasons are logged at INFO, while output token IDs are logged at DEBUG."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-log-requests": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-log-requests", "--no-enable-log-requests"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_log_requests",
-        "group": "options",
-        "help": "Enable logging request information, dependent on log level:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-log-stats": {
-        "action": "store_true",
-        "aliases": [],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_log_stats",
-        "group": "options",
-        "help": "Disable logging statistics.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-logging-iteration-details": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-logging-iteration-details", "--no-enable-logging-iteration-details"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_logging_iteration_details",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable detailed logging of iteration details. If set, vllm EngineCore will log iteration details This "
-            "includes number of context/generation requests and tokens and the elapsed cpu time for the iteration."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-lora", "--no-enable-lora"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_lora",
-        "group": "LoRAConfig",
-        "help": "If True, enable handling of LoRA adapters.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-mamba-cache-stochastic-rounding": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-mamba-cache-stochastic-rounding", "--no-enable-mamba-cache-stochastic-rounding"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mamba_cache_stochastic_rounding",
-        "group": "MambaConfig",
-        "help": (
-            "Enable stochastic rounding when writing SSM state to fp16 cache. Uses random bits to unbias the rounding "
-            "error, which can improve numerical stability for long sequences."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-mamba-shared-prefix-checkpoint": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-mamba-shared-prefix-checkpoint", "--no-enable-mamba-shared-prefix-checkpoint"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mamba_shared_prefix_checkpoint",
-        "group": "CacheConfig",
-        "help": (
-            'Also register a Mamba "align" checkpoint at the shared-prefix junction -- where an EAGLE/MTP sibling was '
-            "observed to resume -- instead of only at the prompt tail. Off by default; only takes effect with prefix "
-            "caching enabled, EAGLE on the Mamba group, and a prefix match unit smaller than the Mamba block size."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-mfu-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-mfu-metrics", "--no-enable-mfu-metrics"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mfu_metrics",
-        "group": "ObservabilityConfig",
-        "help": "Enable Model FLOPs Utilization (MFU) metrics.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-mixed-moe-lora-format": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-mixed-moe-lora-format", "--no-enable-mixed-moe-lora-format"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mixed_moe_lora_format",
-        "group": "LoRAConfig",
-        "help": (
-            "If True, force the engine to use the universal 2D MoE LoRA wrapper (`FusedMoEWithLoRA`) regardless of the "
-            "model's `is_3d_moe_weight` flag, so that 2D-format and 3D-format MoE LoRA adapters can be served in the "
-            "same deployment. Only meaningful for MoE models; ignored otherwise. Default False keeps the existing "
-            "model-driven behavior."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-mm-embeds": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-mm-embeds", "--no-enable-mm-embeds"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mm_embeds",
-        "group": "MultiModalConfig",
-        "help": (
-            "If `True`, enables passing multimodal embeddings: for `LLM` class, this refers to tensor inputs under "
-            '`multi_modal_data`; for the OpenAI-compatible server, this refers to chat messages with content `"type": '
-            '"*_embeds"`.'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-moe-shared-loras": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-moe-shared-loras", "--no-enable-moe-shared-loras"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_moe_shared_loras",
-        "group": "LoRAConfig",
-        "help": (
-            'If True, load MoE expert adapters in the "shared-outer" layout, where the gate/up (`w1`/`w3`) lora_A and '
-            "the down (`w2`) lora_B are shared across all experts (stored once with expert-dim 1) instead of "
-            "per-expert. The shared factors are broadcast to the expert count at kernel time. 3D-weight MoE models use "
-            "`FusedMoEWithLoRA` for this layout. Only meaningful for MoE models whose adapters use this layout; "
-            "ignored otherwise."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-nccl-comm-suspend": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-nccl-comm-suspend", "--no-enable-nccl-comm-suspend"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_nccl_comm_suspend",
-        "group": "ModelConfig",
-        "help": (
-            "Enable releasing NCCL communicator memory during sleep mode (``ncclCommSuspend``/``ncclCommResume``). "
-            "Experimental; when disabled (the default) sleep still releases weights/KV-cache memory as before."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-nccl-for-dp-synchronization": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-nccl-for-dp-synchronization", "--no-disable-nccl-for-dp-synchronization"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "disable_nccl_for_dp_synchronization",
-        "group": "ParallelConfig",
-        "help": (
-            "Forces the dp synchronization logic in vllm/v1/worker/dp_utils.py to use Gloo instead of NCCL for its all "
-            "reduce."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-offline-docs": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-offline-docs", "--no-enable-offline-docs"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_offline_docs",
-        "group": "Frontend",
-        "help": (
-            "Enable offline FastAPI documentation for air-gapped environments. Uses vendored static assets bundled "
-            "with vLLM."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-per-request-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-per-request-metrics", "--no-enable-per-request-metrics"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_per_request_metrics",
-        "group": "Frontend",
-        "help": "If set to True, include per-request timing metrics in API responses.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-prefix-caching": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-prefix-caching", "--no-enable-prefix-caching"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_prefix_caching",
-        "group": "CacheConfig",
-        "help": "Whether to enable prefix caching.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-prompt-embeds": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-prompt-embeds", "--no-enable-prompt-embeds"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_prompt_embeds",
-        "group": "ModelConfig",
-        "help": "If `True`, enables passing text embeddings as inputs via the `prompt_embeds` key.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-prompt-tokens-details": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-prompt-tokens-details", "--no-enable-prompt-tokens-details"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_prompt_tokens_details",
-        "group": "Frontend",
-        "help": "If set to True, enable prompt_tokens_details in usage.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-request-id-headers": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-request-id-headers", "--no-enable-request-id-headers"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_request_id_headers",
-        "group": "Frontend",
-        "help": "If specified, API server will add X-Request-Id header to responses.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-return-routed-experts": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-return-routed-experts", "--no-enable-return-routed-experts"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_return_routed_experts",
-        "group": "ModelConfig",
-        "help": "Capture and return routed-experts auxiliary outputs.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-scale-out": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-scale-out", "--no-enable-scale-out"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_scale_out",
-        "group": "Frontend",
-        "help": (
-            "If set to True, register the scale-out endpoints (`/render`, `/derender`, `/inference/v1/generate` and "
-            "`/inference/v1/abort_requests`) on `vllm serve`. Has no effect on `vllm launch render` or `vllm serve "
-            "--tokens-only` which always register their required endpoints regardless of this flag."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-server-load-tracking": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-server-load-tracking", "--no-enable-server-load-tracking"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_server_load_tracking",
-        "group": "Frontend",
-        "help": "If set to True, enable tracking server_load_metrics in the app state.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-shm-tensor-arena": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-shm-tensor-arena", "--no-enable-shm-tensor-arena"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_shm_tensor_arena",
-        "group": "ParallelConfig",
-        "help": (
-            "Route large CPU tensors (e.g. multimodal ``pixel_values``) in the engine\u2192worker broadcast through a "
-            "zero-copy shared-memory arena instead of sending a copy to every reader. **Experimental**: may be "
-            "reconciled with vLLM's existing multimodal shm tensor caching in a future release. Opt-in; most "
-            "beneficial for multimodal serving with large images and tensor parallelism. Active only when all queue "
-            "readers are node-local; reserves slots in ``/dev/shm``."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-sleep-mode": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-sleep-mode", "--no-enable-sleep-mode"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_sleep_mode",
-        "group": "ModelConfig",
-        "help": "Enable sleep mode for the engine (only cuda and hip platforms are supported).",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-sliding-window": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-sliding-window", "--no-disable-sliding-window"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_sliding_window",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to disable sliding window. If True, we will disable the sliding window functionality of the "
-            "model, capping to sliding window size. If the model does not support sliding window, this argument is "
-            "ignored."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-ssl-refresh": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-ssl-refresh", "--no-enable-ssl-refresh"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_ssl_refresh",
-        "group": "Frontend",
-        "help": "Refresh SSL Context when SSL certificate files change",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-tokenizer-info-endpoint": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-tokenizer-info-endpoint", "--no-enable-tokenizer-info-endpoint"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_tokenizer_info_endpoint",
-        "group": "Frontend",
-        "help": "Enable the `/tokenizer_info` endpoint. May expose chat templates and other tokenizer configuration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-tower-connector-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-tower-connector-lora", "--no-enable-tower-connector-lora"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_tower_connector_lora",
-        "group": "LoRAConfig",
-        "help": (
-            "If `True`, LoRA support for the tower (vision encoder) and connector of multimodal models will be "
-            "enabled. This is an experimental feature and currently only supports some MM models such as the Qwen VL "
-            "series. The default is False."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-trace-replay": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-trace-replay", "--no-enable-trace-replay"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_trace_replay",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to allow requests to set `SamplingParams.trace_decode_token_ids`, which forces decoding to follow "
-            "a predetermined token sequence while still computing real logprobs. Reserved for debugging and RL "
-            "workflows: enabling it reserves a per-request trace buffer, so it is off by default."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--disable-uvicorn-access-log": {
-        "action": "boolean_optional",
-        "aliases": ["--enable-uvicorn-access-log", "--no-disable-uvicorn-access-log"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_uvicorn_access_log",
-        "group": "Frontend",
-        "help": "Disable uvicorn access log.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--distributed-executor-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "distributed_executor_backend",
-        "group": "ParallelConfig",
-        "help": (
-            'Backend to use for distributed model workers, either "ray" or "mp" (multiprocessing). If the product of '
-            "pipeline_parallel_size and tensor_parallel_size is less than or equal to the number of GPUs available, "
-            '"mp" will be used to keep processing on a single host. Otherwise, an error will be raised. To use "mp" '
-            'you must also set nnodes, and to use "ray" you must manually set distributed_executor_backend to "ray".'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--distributed-timeout-seconds": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "distributed_timeout_seconds",
-        "group": "ParallelConfig",
-        "help": (
-            "Timeout in seconds for distributed operations (e.g., init_process_group). If set, this value is passed to "
-            "torch.distributed.init_process_group as the timeout parameter. If None, PyTorch's default timeout is used "
-            "(600s for NCCL). Increase this for multi-node setups where model downloads may be slow."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--download-dir": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "download_dir",
-        "group": "LoadConfig",
-        "help": "Directory to download and load the weights, default to the default cache directory of Hugging Face.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--dp-supervisor-probe-failure-threshold": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 3,
-        "deprecated": False,
-        "dest": "dp_supervisor_probe_failure_threshold",
-        "group": "Frontend",
-        "help": (
-            "Number of consecutive connection-error retries before a child health probe is declared failed in "
-            "multi-port external LB mode."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--dp-supervisor-probe-interval-s": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 5.0,
-        "deprecated": False,
-        "dest": "dp_supervisor_probe_interval_s",
-        "group": "Frontend",
-        "help": "Seconds between aggregated health probes in multi-port external LB mode.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--dp-supervisor-probe-timeout-s": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 5.0,
-        "deprecated": False,
-        "dest": "dp_supervisor_probe_timeout_s",
-        "group": "Frontend",
-        "help": (
-            "Seconds to wait between retries when a child health probe fails with a connection error in multi-port "
-            "external LB mode."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--dp-sync-interval": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 16,
-        "deprecated": False,
-        "dest": "dp_sync_interval",
-        "group": "ParallelConfig",
-        "help": "Steps between DP finish-sync all-reduces; must match across DP ranks.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--dtype": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "bfloat16", "float", "float16", "float32", "half"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "dtype",
-        "group": "ModelConfig",
-        "help": "Data type for model weights and activations:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--ec-manager-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<EncoderCacheManagerConfig defaults>",
-        "deprecated": False,
-        "dest": "ec_manager_config",
-        "group": "VllmConfig",
-        "help": "The configurations for custom encoder cache manager.",
-        "hidden": False,
-        "json_class": "EncoderCacheManagerConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--ec-transfer-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "ec_transfer_config",
-        "group": "VllmConfig",
-        "help": "The configurations for distributed EC cache transfer.",
-        "hidden": False,
-        "json_class": "ECTransferConfig",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--elastic-ep-max-dp-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "elastic_ep_max_dp_size",
-        "group": "ParallelConfig",
-        "help": "Maximum data parallel size supported by elastic expert parallelism.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--enable-auto-tool-choice": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-auto-tool-choice", "--no-enable-auto-tool-choice"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_auto_tool_choice",
-        "group": "Frontend",
-        "help": (
-            "Enable auto tool choice for supported models. Use `--tool-call-parser` to specify which parser to use."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-batch-sharded-sampling": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-batch-sharded-sampling", "--no-enable-batch-sharded-sampling"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_batch_sharded_sampling",
-        "group": "ParallelConfig",
-        "help": (
-            "Use sharded sampling across tensor parallel ranks. Each rank samples a slice of the batch instead of "
-            "every rank sampling all of it. Currently defaults to False if not set. Enabling it explicitly raises when "
-            "the config cannot support it (`tensor_parallel_size` must be > 1, `max_num_seqs` at least "
-            "`tensor_parallel_size`, and `max_logprobs` non-negative). Models opt in by implementing "
-            "`compute_logits_local`."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-cascade-attn": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-cascade-attn", "--no-disable-cascade-attn"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": True,
-        "dest": "disable_cascade_attn",
-        "group": "ModelConfig",
-        "help": (
-            "--disable-cascade-attn is deprecated and has no effect since cascade attention has been removed. It will "
-            "be removed in v0.33.0."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-chunked-mm-input": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-chunked-mm-input", "--no-disable-chunked-mm-input"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_chunked_mm_input",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to true and chunked prefill is enabled, we do not want to partially schedule a multimodal item. "
-            "Only used in V1 This ensures that if a request has a mixed prompt (like text tokens TTTT followed by "
-            "image tokens IIIIIIIIII) where only some image tokens can be scheduled (like TTTTIIIII, leaving IIIII), "
-            "it will be scheduled as TTTT in one step and IIIIIIIIII in the next."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-chunked-prefill": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-chunked-prefill", "--no-enable-chunked-prefill"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_chunked_prefill",
-        "group": "SchedulerConfig",
-        "help": "If True, prefill requests can be chunked based on the remaining `max_num_batched_tokens`.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-cumem-allocator": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-cumem-allocator", "--no-enable-cumem-allocator"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_cumem_allocator",
-        "group": "ModelConfig",
-        "help": (
-            "Enable the custom cumem allocator to leverage advanced GPU memory allocation features such as multi-node "
-            "NVLink support."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-custom-all-reduce": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-custom-all-reduce", "--no-disable-custom-all-reduce"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_custom_all_reduce",
-        "group": "ParallelConfig",
-        "help": "Disable the custom all-reduce kernel and fall back to NCCL.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-dbo": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-dbo", "--no-enable-dbo"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_dbo",
-        "group": "ParallelConfig",
-        "help": "Enable dual batch overlap for the model executor.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-elastic-ep": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-elastic-ep", "--no-enable-elastic-ep"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_elastic_ep",
-        "group": "ParallelConfig",
-        "help": "Enable elastic expert parallelism with stateless NCCL groups for DP/EP.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-ep-weight-filter": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-ep-weight-filter", "--no-enable-ep-weight-filter"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_ep_weight_filter",
-        "group": "ParallelConfig",
-        "help": (
-            "Skip non-local expert weights during model loading when expert parallelism is active. Each rank only "
-            "reads its own expert shard from disk, which can drastically reduce storage I/O for MoE models with "
-            "per-expert weight tensors (e.g. DeepSeek, Mixtral, Kimi-K2.5). Has no effect on 3D fused-expert "
-            "checkpoints (e.g. GPT-OSS) or non-MoE models."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-eplb": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-eplb", "--no-enable-eplb"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_eplb",
-        "group": "ParallelConfig",
-        "help": "Enable expert parallelism load balancing for MoE layers.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-expert-parallel": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-expert-parallel", "--no-enable-expert-parallel", "-ep"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_expert_parallel",
-        "group": "ParallelConfig",
-        "help": "Use expert parallelism instead of tensor parallelism for MoE layers.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-fastapi-docs": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-fastapi-docs", "--no-disable-fastapi-docs"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_fastapi_docs",
-        "group": "Frontend",
-        "help": "Disable FastAPI's OpenAPI schema, Swagger UI, and ReDoc endpoint.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-fault-tolerance": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-fault-tolerance", "--no-enable-fault-tolerance"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_fault_tolerance",
-        "group": "ParallelConfig",
-        "help": "Enable fault tolerance for detailed error recovery, such as scaling down fault DPEngineCore.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-flash-late-interaction": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-flash-late-interaction", "--no-enable-flash-late-interaction"],
-        "choices": None,
-        "const": True,
-        "default": True,
-        "deprecated": False,
-        "dest": "enable_flash_late_interaction",
-        "group": "Frontend",
-        "help": (
-            "If set, run pooling score MaxSim on GPU in the API server process. Can significantly improve "
-            "late-interaction scoring performance. When disabled, the setting is also propagated to the engine's "
-            "`PoolerConfig`, so the engine-side scorer uses the reference MaxSim path instead of the fused Triton "
-            "kernel."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-flashinfer-autotune": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-flashinfer-autotune", "--no-enable-flashinfer-autotune"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_flashinfer_autotune",
-        "group": "KernelConfig",
-        "help": (
-            "Benchmark FlashInfer kernel implementations during warmup and use the fastest. Enabled by default except "
-            "at `-O0`; disable for faster startup."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-force-include-usage": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-force-include-usage", "--no-enable-force-include-usage"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_force_include_usage",
-        "group": "Frontend",
-        "help": "If set to True, including usage on every request.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-hc-sp": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-hc-sp", "--no-enable-hc-sp"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_hc_sp",
-        "group": "ParallelConfig",
-        "help": (
-            "Enable sequence parallelism for HyperConnection (HC) computation. Currently supported by Qwen4Exp on "
-            "CUDA/ROCm with TP>1 and PP=1 (ignored when TP=1). Does not change MoE parallelism. MoE SP may enable HC "
-            "SP independently of this flag."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-hybrid-kv-cache-manager": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "disable_hybrid_kv_cache_manager",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to True, KV cache manager will allocate the same size of KV cache for all attention layers even if "
-            "there are multiple type of attention layers like full attention and sliding window attention. If set to "
-            "None, the default value will be determined based on the environment and starting configuration."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-layerwise-nvtx-tracing": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-layerwise-nvtx-tracing", "--no-enable-layerwise-nvtx-tracing"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_layerwise_nvtx_tracing",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable layerwise NVTX tracing. This traces the execution of each layer or module in the model and attach "
-            "information such as input/output shapes to nvtx range markers. Noted that this doesn't work with CUDA "
-            "graphs enabled."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-log-deltas": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-log-deltas", "--no-enable-log-deltas"],
-        "choices": None,
-        "const": True,
-        "default": True,
-        "deprecated": False,
-        "dest": "enable_log_deltas",
-        "group": "Frontend",
-        "help": "If set to False, output deltas will not be logged. Relevant only if",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-log-outputs": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-log-outputs", "--no-enable-log-outputs"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_log_outputs",
-        "group": "Frontend",
-        "help": (
-            "If set to True, log model outputs (generations). Requires `--enable-log-requests`. Output text and finish "
-            "reasons are logged at INFO, while output token IDs are logged at DEBUG."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-log-requests": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-log-requests", "--no-enable-log-requests"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_log_requests",
-        "group": "options",
-        "help": "Enable logging request information, dependent on log level:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-logging-iteration-details": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-logging-iteration-details", "--no-enable-logging-iteration-details"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_logging_iteration_details",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable detailed logging of iteration details. If set, vllm EngineCore will log iteration details This "
-            "includes number of context/generation requests and tokens and the elapsed cpu time for the iteration."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-lora", "--no-enable-lora"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_lora",
-        "group": "LoRAConfig",
-        "help": "If True, enable handling of LoRA adapters.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-mamba-cache-stochastic-rounding": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mamba-cache-stochastic-rounding", "--no-enable-mamba-cache-stochastic-rounding"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mamba_cache_stochastic_rounding",
-        "group": "MambaConfig",
-        "help": (
-            "Enable stochastic rounding when writing SSM state to fp16 cache. Uses random bits to unbias the rounding "
-            "error, which can improve numerical stability for long sequences."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-mamba-shared-prefix-checkpoint": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mamba-shared-prefix-checkpoint", "--no-enable-mamba-shared-prefix-checkpoint"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mamba_shared_prefix_checkpoint",
-        "group": "CacheConfig",
-        "help": (
-            'Also register a Mamba "align" checkpoint at the shared-prefix junction -- where an EAGLE/MTP sibling was '
-            "observed to resume -- instead of only at the prompt tail. Off by default; only takes effect with prefix "
-            "caching enabled, EAGLE on the Mamba group, and a prefix match unit smaller than the Mamba block size."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-mfu-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mfu-metrics", "--no-enable-mfu-metrics"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mfu_metrics",
-        "group": "ObservabilityConfig",
-        "help": "Enable Model FLOPs Utilization (MFU) metrics.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-mixed-moe-lora-format": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mixed-moe-lora-format", "--no-enable-mixed-moe-lora-format"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mixed_moe_lora_format",
-        "group": "LoRAConfig",
-        "help": (
-            "If True, force the engine to use the universal 2D MoE LoRA wrapper (`FusedMoEWithLoRA`) regardless of the "
-            "model's `is_3d_moe_weight` flag, so that 2D-format and 3D-format MoE LoRA adapters can be served in the "
-            "same deployment. Only meaningful for MoE models; ignored otherwise. Default False keeps the existing "
-            "model-driven behavior."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-mm-embeds": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mm-embeds", "--no-enable-mm-embeds"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mm_embeds",
-        "group": "MultiModalConfig",
-        "help": (
-            "If `True`, enables passing multimodal embeddings: for `LLM` class, this refers to tensor inputs under "
-            '`multi_modal_data`; for the OpenAI-compatible server, this refers to chat messages with content `"type": '
-            '"*_embeds"`.'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-moe-shared-loras": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-moe-shared-loras", "--no-enable-moe-shared-loras"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_moe_shared_loras",
-        "group": "LoRAConfig",
-        "help": (
-            'If True, load MoE expert adapters in the "shared-outer" layout, where the gate/up (`w1`/`w3`) lora_A and '
-            "the down (`w2`) lora_B are shared across all experts (stored once with expert-dim 1) instead of "
-            "per-expert. The shared factors are broadcast to the expert count at kernel time. 3D-weight MoE models use "
-            "`FusedMoEWithLoRA` for this layout. Only meaningful for MoE models whose adapters use this layout; "
-            "ignored otherwise."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-nccl-comm-suspend": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-nccl-comm-suspend", "--no-enable-nccl-comm-suspend"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_nccl_comm_suspend",
-        "group": "ModelConfig",
-        "help": (
-            "Enable releasing NCCL communicator memory during sleep mode (``ncclCommSuspend``/``ncclCommResume``). "
-            "Experimental; when disabled (the default) sleep still releases weights/KV-cache memory as before."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-nccl-for-dp-synchronization": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-nccl-for-dp-synchronization", "--no-disable-nccl-for-dp-synchronization"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "disable_nccl_for_dp_synchronization",
-        "group": "ParallelConfig",
-        "help": (
-            "Forces the dp synchronization logic in vllm/v1/worker/dp_utils.py to use Gloo instead of NCCL for its all "
-            "reduce."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-offline-docs": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-offline-docs", "--no-enable-offline-docs"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_offline_docs",
-        "group": "Frontend",
-        "help": (
-            "Enable offline FastAPI documentation for air-gapped environments. Uses vendored static assets bundled "
-            "with vLLM."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-per-request-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-per-request-metrics", "--no-enable-per-request-metrics"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_per_request_metrics",
-        "group": "Frontend",
-        "help": "If set to True, include per-request timing metrics in API responses.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-prefix-caching": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-prefix-caching", "--no-enable-prefix-caching"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_prefix_caching",
-        "group": "CacheConfig",
-        "help": "Whether to enable prefix caching.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-prompt-embeds": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-prompt-embeds", "--no-enable-prompt-embeds"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_prompt_embeds",
-        "group": "ModelConfig",
-        "help": "If `True`, enables passing text embeddings as inputs via the `prompt_embeds` key.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-prompt-tokens-details": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-prompt-tokens-details", "--no-enable-prompt-tokens-details"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_prompt_tokens_details",
-        "group": "Frontend",
-        "help": "If set to True, enable prompt_tokens_details in usage.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-request-id-headers": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-request-id-headers", "--no-enable-request-id-headers"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_request_id_headers",
-        "group": "Frontend",
-        "help": "If specified, API server will add X-Request-Id header to responses.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-return-routed-experts": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-return-routed-experts", "--no-enable-return-routed-experts"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_return_routed_experts",
-        "group": "ModelConfig",
-        "help": "Capture and return routed-experts auxiliary outputs.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-scale-out": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-scale-out", "--no-enable-scale-out"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_scale_out",
-        "group": "Frontend",
-        "help": (
-            "If set to True, register the scale-out endpoints (`/render`, `/derender`, `/inference/v1/generate` and "
-            "`/inference/v1/abort_requests`) on `vllm serve`. Has no effect on `vllm launch render` or `vllm serve "
-            "--tokens-only` which always register their required endpoints regardless of this flag."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-server-load-tracking": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-server-load-tracking", "--no-enable-server-load-tracking"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_server_load_tracking",
-        "group": "Frontend",
-        "help": "If set to True, enable tracking server_load_metrics in the app state.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-shm-tensor-arena": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-shm-tensor-arena", "--no-enable-shm-tensor-arena"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_shm_tensor_arena",
-        "group": "ParallelConfig",
-        "help": (
-            "Route large CPU tensors (e.g. multimodal ``pixel_values``) in the engine\u2192worker broadcast through a "
-            "zero-copy shared-memory arena instead of sending a copy to every reader. **Experimental**: may be "
-            "reconciled with vLLM's existing multimodal shm tensor caching in a future release. Opt-in; most "
-            "beneficial for multimodal serving with large images and tensor parallelism. Active only when all queue "
-            "readers are node-local; reserves slots in ``/dev/shm``."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-sleep-mode": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-sleep-mode", "--no-enable-sleep-mode"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_sleep_mode",
-        "group": "ModelConfig",
-        "help": "Enable sleep mode for the engine (only cuda and hip platforms are supported).",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-sliding-window": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-sliding-window", "--no-disable-sliding-window"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_sliding_window",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to disable sliding window. If True, we will disable the sliding window functionality of the "
-            "model, capping to sliding window size. If the model does not support sliding window, this argument is "
-            "ignored."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-ssl-refresh": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-ssl-refresh", "--no-enable-ssl-refresh"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_ssl_refresh",
-        "group": "Frontend",
-        "help": "Refresh SSL Context when SSL certificate files change",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-tokenizer-info-endpoint": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-tokenizer-info-endpoint", "--no-enable-tokenizer-info-endpoint"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_tokenizer_info_endpoint",
-        "group": "Frontend",
-        "help": "Enable the `/tokenizer_info` endpoint. May expose chat templates and other tokenizer configuration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-tower-connector-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-tower-connector-lora", "--no-enable-tower-connector-lora"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_tower_connector_lora",
-        "group": "LoRAConfig",
-        "help": (
-            "If `True`, LoRA support for the tower (vision encoder) and connector of multimodal models will be "
-            "enabled. This is an experimental feature and currently only supports some MM models such as the Qwen VL "
-            "series. The default is False."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-trace-replay": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-trace-replay", "--no-enable-trace-replay"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_trace_replay",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to allow requests to set `SamplingParams.trace_decode_token_ids`, which forces decoding to follow "
-            "a predetermined token sequence while still computing real logprobs. Reserved for debugging and RL "
-            "workflows: enabling it reserves a per-request trace buffer, so it is off by default."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enable-uvicorn-access-log": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-uvicorn-access-log", "--no-disable-uvicorn-access-log"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_uvicorn_access_log",
-        "group": "Frontend",
-        "help": "Disable uvicorn access log.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--enforce-eager": {
-        "action": "boolean_optional",
-        "aliases": ["--no-enforce-eager"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enforce_eager",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to always use eager-mode PyTorch. If True, we will disable CUDA graph and always execute the "
-            "model in eager mode. If False, we will use CUDA graph and eager execution in hybrid for maximal "
-            "performance and flexibility."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--engram-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "engram_config",
-        "group": "VllmConfig",
-        "help": "N-gram embedding storage and sharding settings.",
-        "hidden": False,
-        "json_class": "EngramConfig",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--eplb-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<EPLBConfig defaults>",
-        "deprecated": False,
-        "dest": "eplb_config",
-        "group": "ParallelConfig",
-        "help": "Expert parallelism configuration.",
-        "hidden": False,
-        "json_class": "EPLBConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--exclude-tools-when-tool-choice-none": {
-        "action": "boolean_optional",
-        "aliases": ["--no-exclude-tools-when-tool-choice-none"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "exclude_tools_when_tool_choice_none",
-        "group": "Frontend",
-        "help": "If specified, exclude tool definitions in prompts when tool_choice='none'.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--expert-placement-strategy": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["linear", "round_robin"],
-        "const": None,
-        "default": "linear",
-        "deprecated": False,
-        "dest": "expert_placement_strategy",
-        "group": "ParallelConfig",
-        "help": "The expert placement strategy for MoE layers:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--fail-on-environ-validation": {
-        "action": "boolean_optional",
-        "aliases": ["--no-fail-on-environ-validation"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "fail_on_environ_validation",
-        "group": "options",
-        "help": "If set, the engine will raise an error if environment validation fails.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--fault-tolerance-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<FaultToleranceConfig defaults>",
-        "deprecated": False,
-        "dest": "fault_tolerance_config",
-        "group": "ParallelConfig",
-        "help": "The configurations for fault tolerance.",
-        "hidden": False,
-        "json_class": "FaultToleranceConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--fingerprint-mode": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["custom", "full", "hash", "none"],
-        "const": None,
-        "default": "full",
-        "deprecated": False,
-        "dest": "fingerprint_mode",
-        "group": "Frontend",
-        "help": "Controls the ``system_fingerprint`` field on responses.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--fingerprint-value": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "fingerprint_value",
-        "group": "Frontend",
-        "help": "Literal fingerprint string used when ``--fingerprint-mode=custom``.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--fully-sharded-loras": {
-        "action": "boolean_optional",
-        "aliases": ["--no-fully-sharded-loras"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "fully_sharded_loras",
-        "group": "LoRAConfig",
-        "help": (
-            "By default, only half of the LoRA computation is sharded with tensor parallelism. Enabling this will use "
-            "the fully sharded layers. At high sequence length, max rank or tensor parallel size, this is likely "
-            "faster."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--gdn-prefill-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "gdn_prefill_backend",
-        "group": "options",
-        "help": "Select GDN prefill backend.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--generation-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "generation_config",
-        "group": "ModelConfig",
-        "help": (
-            'The folder path to the generation config. Defaults to `"auto"`, the generation config will be loaded from '
-            'model path. If set to `"vllm"`, no generation config is loaded, vLLM defaults will be used. If set to a '
-            "folder path, the generation config will be loaded from the specified folder path. If `max_new_tokens` is "
-            "specified in generation config, then it sets a server-wide limit on the number of output tokens for all "
-            "requests."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--gpu-memory-utilization": {
-        "action": "store",
-        "aliases": ["--device-memory-utilization"],
-        "choices": None,
-        "const": None,
-        "default": 0.92,
-        "deprecated": False,
-        "dest": "gpu_memory_utilization",
-        "group": "CacheConfig",
-        "help": (
-            "The fraction of GPU memory to be used for the model executor, which can range from 0 to 1. For example, a "
-            "value of 0.5 would imply 50% GPU memory utilization. If unspecified, will use the default value of 0.92. "
-            "This is a per-instance limit, and only applies to the current vLLM instance. It does not matter if you "
-            "have another vLLM instance running on the same GPU. For example, if you have two vLLM instances running "
-            "on the same GPU, you can set the GPU memory utilization to 0.5 for each instance. On non-GPU installs, "
-            "this value controls the corresponding device memory utilization."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--grpc": {
-        "action": "store_true",
-        "aliases": [],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "grpc",
-        "group": "options",
-        "help": (
-            "Launch the Python gRPC (SMG VllmEngine) server on --port instead of the HTTP OpenAI-compatible server. "
-            "Requires: pip install vllm[grpc]. Cannot be combined with --grpc-port, which enables the Rust frontend's "
-            "gRPC services."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--grpc-port": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "grpc_port",
-        "group": "Frontend",
-        "help": (
-            "Enable the Rust frontend's additional gRPC Inference and Control services on this port. Requires "
-            "`VLLM_USE_RUST_FRONTEND=1 vllm serve`; HTTP remains on `--port`. Binds on `--host`, or 127.0.0.1 with "
-            "`--uds`. Cannot be combined with the Python gRPC server's `--grpc` flag."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--h11-max-header-count": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 256,
-        "deprecated": False,
-        "dest": "h11_max_header_count",
-        "group": "Frontend",
-        "help": (
-            "Maximum number of HTTP headers allowed in a request for h11 parser. Helps mitigate header abuse. Default: "
-            "256."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--h11-max-incomplete-event-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 4194304,
-        "deprecated": False,
-        "dest": "h11_max_incomplete_event_size",
-        "group": "Frontend",
-        "help": (
-            "Maximum size (bytes) of an incomplete HTTP event (header or body) for h11 parser. Helps mitigate header "
-            "abuse. Default: 4194304 (4 MB)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--headless": {
-        "action": "store_true",
-        "aliases": [],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "headless",
-        "group": "options",
-        "help": "Run in headless mode. See multi-node data parallel documentation for more details.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--help": {
-        "action": "help",
-        "aliases": ["-h"],
-        "choices": None,
-        "const": None,
-        "default": "==SUPPRESS==",
-        "deprecated": False,
-        "dest": "help",
-        "group": "options",
-        "help": "show this help message and exit",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "none",
-    },
-    "--hf-config-path": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "hf_config_path",
-        "group": "ModelConfig",
-        "help": "Name or path of the Hugging Face config to use. If unspecified, model name or path will be used.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--hf-overrides": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": {},
-        "deprecated": False,
-        "dest": "hf_overrides",
-        "group": "ModelConfig",
-        "help": (
-            "If a dictionary, contains arguments to be forwarded to the Hugging Face config. If a callable, it is "
-            "called to update the HuggingFace config."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json_or_str",
-    },
-    "--hf-token": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "hf_token",
-        "group": "ModelConfig",
-        "help": (
-            "The token to use as HTTP bearer authorization for remote files . If `True`, will use the token generated "
-            "when running `hf auth login` (stored in `~/.cache/huggingface/token`)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "?",
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--host": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "host",
-        "group": "Frontend",
-        "help": "Host name.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--ignore-patterns": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": ["original/**/*"],
-        "deprecated": False,
-        "dest": "ignore_patterns",
-        "group": "LoadConfig",
-        "help": (
-            'The list of patterns to ignore when loading the model. Default to "original/**/*" to avoid repeated '
-            "loading of llama's checkpoints."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--interleave-mm-strings": {
-        "action": "boolean_optional",
-        "aliases": ["--no-interleave-mm-strings"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "interleave_mm_strings",
-        "group": "MultiModalConfig",
-        "help": "Enable fully interleaved support for multimodal prompts, while using",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--io-processor-plugin": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "io_processor_plugin",
-        "group": "ModelConfig",
-        "help": "IOProcessor plugin name to load at model startup",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--ir-op-priority": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<IrOpPriorityConfig defaults>",
-        "deprecated": True,
-        "dest": "ir_op_priority",
-        "group": "KernelConfig",
-        "help": (
-            "vLLM IR op priority for dispatching/lowering during the forward pass. Platform defaults appended "
-            "automatically during VllmConfig.__post_init__."
-        ),
-        "hidden": False,
-        "json_class": "IrOpPriorityConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--jit-monitor-mode": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["error", "warn"],
-        "const": None,
-        "default": "warn",
-        "deprecated": False,
-        "dest": "jit_monitor_mode",
-        "group": "ObservabilityConfig",
-        "help": "How to handle post-warmup JIT compilation events.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--jit-monitor-verbose": {
-        "action": "boolean_optional",
-        "aliases": ["--no-jit-monitor-verbose"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "jit_monitor_verbose",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Log every monitored JIT compile with runtime details. This can emit many logs and add overhead, so it is "
-            "intended for debugging."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--kda-decode-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "native", "flashinfer", "triton"],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "kda_decode_backend",
-        "group": "options",
-        "help": "Select KDA decode backend.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--kda-prefill-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "triton", "flashkda", "flashinfer", "fused"],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "kda_prefill_backend",
-        "group": "options",
-        "help": (
-            "Select KDA prefill backend. 'flashkda' is CUDA-only and 'fused' is ROCm-only; 'auto' picks a supported "
-            "backend."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--kernel-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<KernelConfig defaults>",
-        "deprecated": False,
-        "dest": "kernel_config",
-        "group": "VllmConfig",
-        "help": "Kernel configuration.",
-        "hidden": False,
-        "json_class": "KernelConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--kv-cache-dtype": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "kv_cache_dtype",
-        "group": "CacheConfig",
-        "help": (
-            'Data type for kv cache storage. If "auto", will use model data type. An explicit float16 or bfloat16 must '
-            "match the model data type. Custom dtypes can registered by platform backends via "
-            "``register_kv_cache_dtype`` are accepted (see vllm.config.cache). CUDA 11.8+ supports fp8 (=fp8_e4m3) and "
-            "fp8_e5m2. ROCm (AMD GPU) supports fp8 (=fp8_e4m3). Intel Gaudi (HPU) supports fp8 (using fp8_inc). Some "
-            "models (namely DeepSeekV3.2) default to fp8, set to bfloat16 to use bfloat16 instead, this is an invalid "
-            'option for models that do not default to fp8. "nvfp4_4over6" uses the NVFP4 layout and selects between '
-            "max/6 and max/4 scales per 16 values by minimizing squared reconstruction error."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--kv-cache-dtype-skip-layers": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": [],
-        "deprecated": False,
-        "dest": "kv_cache_dtype_skip_layers",
-        "group": "CacheConfig",
-        "help": (
-            "Layer patterns to skip KV cache quantization. Accepts layer indices (e.g., '0', '2', '4') or attention "
-            "type names (e.g., 'sliding_window')."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--kv-cache-memory-bytes": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "kv_cache_memory_bytes",
-        "group": "CacheConfig",
-        "help": (
-            "Size of KV Cache per GPU in bytes. By default, this is set to None and vllm can automatically infer the "
-            "kv cache size based on gpu_memory_utilization. However, users may want to manually specify the kv cache "
-            "memory size. kv_cache_memory_bytes allows more fine-grain control of how much memory gets used when "
-            "compared with using gpu_memory_utilization. Note that kv_cache_memory_bytes (when not-None) ignores "
-            "gpu_memory_utilization"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "human_int",
-    },
-    "--kv-cache-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--no-kv-cache-metrics"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "kv_cache_metrics",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable KV cache residency metrics (lifetime, idle time, reuse gaps). Uses sampling to minimize overhead. "
-            "Requires log stats to be enabled (i.e., --disable-log-stats not set)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--kv-cache-metrics-sample": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0.01,
-        "deprecated": False,
-        "dest": "kv_cache_metrics_sample",
-        "group": "ObservabilityConfig",
-        "help": "Sampling rate for KV cache metrics (0.0, 1.0]. Default 0.01 = 1% of blocks.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--kv-events-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "kv_events_config",
-        "group": "VllmConfig",
-        "help": "The configurations for event publishing.",
-        "hidden": False,
-        "json_class": "KVEventsConfig",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--kv-offloading-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["lmcache", "native"],
-        "const": None,
-        "default": "native",
-        "deprecated": False,
-        "dest": "kv_offloading_backend",
-        "group": "CacheConfig",
-        "help": (
-            "The backend to use for KV cache offloading. Supported backends include 'native' (vLLM native CPU "
-            "offloading), 'lmcache'. KV offloading is only activated when kv_offloading_size is set."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--kv-offloading-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "kv_offloading_size",
-        "group": "CacheConfig",
-        "help": (
-            "Size of the KV cache offloading buffer in GiB. When TP > 1, this is the total buffer size summed across "
-            "all TP ranks. By default, this is set to None, which means no KV offloading is enabled. When set, vLLM "
-            "will enable KV cache offloading to CPU using the kv_offloading_backend."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--kv-sharing-fast-prefill": {
-        "action": "boolean_optional",
-        "aliases": ["--no-kv-sharing-fast-prefill"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "kv_sharing_fast_prefill",
-        "group": "CacheConfig",
-        "help": (
-            "In some KV sharing setups, e.g. YOCO (https://arxiv.org/abs/2405.05254), some layers can skip tokens "
-            "corresponding to prefill. This flag enables attention metadata for eligible layers to be overridden with "
-            "metadata necessary for implementing this optimization in some models (e.g. Gemma3n)"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--kv-transfer-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "kv_transfer_config",
-        "group": "VllmConfig",
-        "help": "The configurations for distributed KV cache transfer.",
-        "hidden": False,
-        "json_class": "KVTransferConfig",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--language-model-only": {
-        "action": "boolean_optional",
-        "aliases": ["--no-language-model-only"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "language_model_only",
-        "group": "MultiModalConfig",
-        "help": (
-            "If True, disables all multimodal inputs by setting all modality limits to 0. Equivalent to setting "
-            "`--limit-mm-per-prompt` to 0 for every modality."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--limit-mm-per-prompt": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": {},
-        "deprecated": False,
-        "dest": "limit_mm_per_prompt",
-        "group": "MultiModalConfig",
-        "help": "The maximum number of input items and options allowed per prompt for each modality.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--linear-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": [
-            "aiter",
-            "auto",
-            "b12x",
-            "conch",
-            "cutlass",
-            "deep_gemm",
-            "emulation",
-            "exllama",
-            "fbgemm",
-            "flashinfer_b12x",
-            "flashinfer_cudnn",
-            "flashinfer_cutedsl",
-            "flashinfer_cutlass",
-            "flashinfer_trtllm",
-            "humming",
-            "machete",
-            "marlin",
-            "torch",
-            "triton",
-            "xpu",
-            "xpu_woq",
-        ],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "linear_backend",
-        "group": "KernelConfig",
-        "help": "Backend for linear layer GEMM kernels. Available options:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--load-format": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "load_format",
-        "group": "LoadConfig",
-        "help": "The format of the model weights to load.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--log-config-file": {
-        "action": "DeprecatedLogConfigFileAction",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "==SUPPRESS==",
-        "deprecated": True,
-        "dest": "log_config_file",
-        "group": "LoggingConfig",
-        "help": (
-            "--log-config-file is deprecated and will be removed in v0.33.0. Use "
-            "--logging-config.pylogging_config_file instead."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--log-error-stack": {
-        "action": "boolean_optional",
-        "aliases": ["--no-log-error-stack"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "log_error_stack",
-        "group": "Frontend",
-        "help": "If set to True, log the stack trace of error responses",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--log-level": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "NOTSET"],
-        "const": None,
-        "default": "==SUPPRESS==",
-        "deprecated": False,
-        "dest": "log_level",
-        "group": "LoggingConfig",
-        "help": "Shortcut for --logging-config.log_level. Overrides that field if both are specified.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--logging-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "==SUPPRESS==",
-        "deprecated": False,
-        "dest": "logging_config",
-        "group": "LoggingConfig",
-        "help": "Logging configuration.",
-        "hidden": False,
-        "json_class": "LoggingConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--logits-processors": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "logits_processors",
-        "group": "ModelConfig",
-        "help": "One or more logits processors' fully-qualified class names or class definitions",
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--logprobs-mode": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["processed_logits", "processed_logprobs", "raw_logits", "raw_logprobs"],
-        "const": None,
-        "default": "raw_logprobs",
-        "deprecated": False,
-        "dest": "logprobs_mode",
-        "group": "ModelConfig",
-        "help": (
-            "Indicates the content returned in the logprobs and prompt_logprobs. Supported mode: 1) raw_logprobs, 2) "
-            "processed_logprobs, 3) raw_logits, 4) processed_logits. Raw means the values before applying any logit "
-            "processors, like bad words. Processed means the values after applying all processors, including "
-            "temperature and top_k/top_p. Note: for prompt_logprobs, processed_* and raw_* yield identical results "
-            "because prompt tokens do not go through sampling processors."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--long-prefill-token-threshold": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "long_prefill_token_threshold",
-        "group": "SchedulerConfig",
-        "help": (
-            "For chunked prefill, a request is considered long if the prompt is longer than this number of tokens. 0 "
-            "disables the cap (default)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--long-prefill-token-threshold-adaptive": {
-        "action": "boolean_optional",
-        "aliases": ["--no-long-prefill-token-threshold-adaptive"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "long_prefill_token_threshold_adaptive",
-        "group": "SchedulerConfig",
-        "help": (
-            "Floor the effective long prefill token threshold at a fair share of the token budget: "
-            "max_num_batched_tokens divided by the number of queued and running requests. Only applies when "
-            "long_prefill_token_threshold is nonzero."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--lora-dtype": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "bfloat16", "float16"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "lora_dtype",
-        "group": "LoRAConfig",
-        "help": "Data type for LoRA. If auto, will default to base model dtype.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--lora-modules": {
-        "action": "LoRAParserAction",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "lora_modules",
-        "group": "Frontend",
-        "help": (
-            "LoRA modules configurations in either 'name=path' format or JSON format or JSON list format. Example (old "
-            'format): `\'name=path\'` Example (new format): `{"name": "name", "path": "lora_path", "base_model_name": '
-            '"id"}`'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--lora-target-modules": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "lora_target_modules",
-        "group": "LoRAConfig",
-        "help": (
-            'Restrict LoRA to specific module suffixes (e.g., ["o_proj", "qkv_proj"]). If None, all supported LoRA '
-            "modules are used. This allows deployment-time control over which modules have LoRA applied, useful for "
-            "performance tuning."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mamba-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "triton",
-        "deprecated": False,
-        "dest": "mamba_backend",
-        "group": "MambaConfig",
-        "help": "Mamba SSU backend to use.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mamba-block-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "mamba_block_size",
-        "group": "CacheConfig",
-        "help": (
-            "Size of a contiguous cache block in number of tokens for mamba cache. Can be set only when prefix caching "
-            "is enabled."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--mamba-cache-dtype": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "bfloat16", "float16", "float32"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "mamba_cache_dtype",
-        "group": "CacheConfig",
-        "help": (
-            "The data type to use for the Mamba cache (both the conv as well as the ssm state). If set to 'auto', the "
-            "data type will be inferred from the model config."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mamba-cache-mode": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["align", "none"],
-        "const": None,
-        "default": None,
-        "deprecated": True,
-        "dest": "mamba_cache_mode",
-        "group": "CacheConfig",
-        "help": (
-            "--mamba-cache-mode is deprecated and will be removed in v0.33.0. It has no effect: Mamba prefix caching "
-            "follows --enable-prefix-caching."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mamba-cache-philox-rounds": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "mamba_cache_philox_rounds",
-        "group": "MambaConfig",
-        "help": (
-            "Number of Philox PRNG rounds for stochastic rounding random number generation. 0 uses the Triton default. "
-            "Higher values improve randomness quality at the cost of compute."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--mamba-ssm-cache-dtype": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "bfloat16", "float16", "float32"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "mamba_ssm_cache_dtype",
-        "group": "CacheConfig",
-        "help": (
-            "The data type to use for the Mamba cache (ssm state only, conv state will still be controlled by "
-            "mamba_cache_dtype). If set to 'auto', the data type for the ssm state will be determined by "
-            "mamba_cache_dtype."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mamba-ssu-algorithm": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "horizontal", "simple", "vertical", None],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "mamba_ssu_algorithm",
-        "group": "MambaConfig",
-        "help": (
-            "Selective state update algorithm to use with the FlashInfer backend. None defaults to FlashInfer's "
-            '"auto" algorithm. Forced algorithms must be supported by FlashInfer for the active GPU, state dtype, and '
-            "decoding mode."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--master-addr": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "127.0.0.1",
-        "deprecated": False,
-        "dest": "master_addr",
-        "group": "ParallelConfig",
-        "help": (
-            "distributed master address for multi-node distributed inference when distributed_executor_backend is mp."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--master-port": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 29501,
-        "deprecated": False,
-        "dest": "master_port",
-        "group": "ParallelConfig",
-        "help": "distributed master port for multi-node distributed inference when distributed_executor_backend is mp.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-cpu-loras": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_cpu_loras",
-        "group": "LoRAConfig",
-        "help": "Maximum number of LoRAs to store in CPU memory. Must be >= than `max_loras`.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-cudagraph-capture-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_cudagraph_capture_size",
-        "group": "CompilationConfig",
-        "help": "The maximum cudagraph capture size.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-log-len": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_log_len",
-        "group": "Frontend",
-        "help": (
-            "Max number of prompt characters or prompt ID numbers being printed in log. The default of None means "
-            "unlimited."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-logprobs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 20,
-        "deprecated": False,
-        "dest": "max_logprobs",
-        "group": "ModelConfig",
-        "help": (
-            "Maximum number of log probabilities to return when `logprobs` is specified in `SamplingParams`. The "
-            "default value comes the default for the OpenAI Chat Completions API. -1 means no cap, i.e. all "
-            "(output_length * vocab_size) logprobs are allowed to be returned and it may cause OOM."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-lora-cls-labels": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_lora_cls_labels",
-        "group": "LoRAConfig",
-        "help": "Maximum output size for LoRA classification heads. Defaults to the base classification head size.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-lora-rank": {
-        "action": "store",
-        "aliases": [],
-        "choices": [1, 8, 16, 32, 64, 128, 256, 320, 512],
-        "const": None,
-        "default": 16,
-        "deprecated": False,
-        "dest": "max_lora_rank",
-        "group": "LoRAConfig",
-        "help": "Max LoRA rank.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-loras": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "max_loras",
-        "group": "LoRAConfig",
-        "help": "Max number of LoRAs in a single batch.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-model-len": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_model_len",
-        "group": "ModelConfig",
-        "help": (
-            "Model context length (prompt and output). If unspecified, will be automatically derived from the model "
-            "config."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "human_int_or_auto",
-    },
-    "--max-num-active-seqs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_num_active_seqs",
-        "group": "SchedulerConfig",
-        "help": "Maximum number of requests the scheduler admits into RUNNING.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-num-batched-tokens": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_num_batched_tokens",
-        "group": "SchedulerConfig",
-        "help": "Maximum number of tokens that can be processed in a single iteration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "human_int",
-    },
-    "--max-num-queued-reqs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_num_queued_reqs",
-        "group": "SchedulerConfig",
-        "help": (
-            "Maximum number of requests that can be in-flight (waiting or running) at the same time, or None for no "
-            "limit. When the limit is reached, new requests are rejected with HTTP 503 so the client can retry on "
-            "another instance. This bounds vLLM's otherwise unbounded request queue and is primarily a coarse capacity "
-            "valve."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-num-queued-tokens": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_num_queued_tokens",
-        "group": "SchedulerConfig",
-        "help": (
-            "Maximum total prompt tokens of requests currently in the prefill phase, or None for no limit. When the "
-            "limit is reached, new requests are rejected with HTTP 503."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "human_int",
-    },
-    "--max-num-scheduled-tokens": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_num_scheduled_tokens",
-        "group": "SchedulerConfig",
-        "help": "Maximum number of tokens that the scheduler may issue in a single iteration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "human_int",
-    },
-    "--max-num-seqs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_num_seqs",
-        "group": "SchedulerConfig",
-        "help": "Maximum number of sequences to be processed in a single iteration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--max-parallel-loading-workers": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "max_parallel_loading_workers",
-        "group": "ParallelConfig",
-        "help": (
-            "Maximum number of parallel loading workers when loading model sequentially in multiple batches. To avoid "
-            "RAM OOM when using tensor parallel and large models."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--media-io-kwargs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": {},
-        "deprecated": False,
-        "dest": "media_io_kwargs",
-        "group": "MultiModalConfig",
-        "help": (
-            "Additional args passed to process media inputs, keyed by modalities. For example, to set num_frames for "
-            'video, set `--media-io-kwargs \'{"video": {"num_frames": 40} }\'`'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--middleware": {
-        "action": "append",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": [],
-        "deprecated": False,
-        "dest": "middleware",
-        "group": "Frontend",
-        "help": "Additional ASGI middleware to apply to the app. We accept multiple",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-device-do-normalize": {
-        "action": "boolean_optional",
-        "aliases": ["--no-mm-device-do-normalize"],
-        "choices": None,
-        "const": True,
-        "default": None,
-        "deprecated": False,
-        "dest": "mm_device_do_normalize",
-        "group": "MultiModalConfig",
-        "help": (
-            "Move the do_normalize computation in the mm preprocessing to before the ViT, and let the device do it, so "
-            "that CPU computation can be saved."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--mm-encoder-attn-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "mm_encoder_attn_backend",
-        "group": "MultiModalConfig",
-        "help": (
-            "Optional override for the multi-modal encoder attention backend when using vision transformers. Accepts "
-            "any value from `vllm.v1.attention.backends.registry.AttentionBackendEnum` (e.g. `FLASH_ATTN`)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-encoder-attn-dtype": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["fp8", None],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "mm_encoder_attn_dtype",
-        "group": "MultiModalConfig",
-        "help": (
-            'Optional dtype override for ViT encoder attention. Set to `"fp8"` to enable FP8 quantization via the '
-            'FlashInfer cuDNN backend. When set to `"fp8"` without a scale file, dynamic scaling is used '
-            "automatically. See docs/features/quantization/fp8_vit_attn.md for details."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-encoder-fp8-scale-path": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "mm_encoder_fp8_scale_path",
-        "group": "MultiModalConfig",
-        "help": (
-            "Path to a JSON file containing per-layer FP8 Q/K/V scales for ViT encoder attention. When provided (with "
-            '`mm_encoder_attn_dtype="fp8"`), static scaling is used. When omitted, dynamic scaling is used.'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-encoder-fp8-scale-save-margin": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1.5,
-        "deprecated": False,
-        "dest": "mm_encoder_fp8_scale_save_margin",
-        "group": "MultiModalConfig",
-        "help": (
-            "Safety margin multiplied onto scales when auto-saving. A value > 1 leaves headroom so that inputs with "
-            "larger activations than the calibration set do not overflow FP8 range. Default 1.5."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--mm-encoder-fp8-scale-save-path": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "mm_encoder_fp8_scale_save_path",
-        "group": "MultiModalConfig",
-        "help": (
-            'When set with dynamic FP8 scaling (`mm_encoder_attn_dtype="fp8"` and no `mm_encoder_fp8_scale_path`), '
-            "saves the calibrated scales to this file after the amax history buffer is full. The saved file can then "
-            "be used as `mm_encoder_fp8_scale_path` in subsequent runs."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-encoder-only": {
-        "action": "boolean_optional",
-        "aliases": ["--no-mm-encoder-only"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "mm_encoder_only",
-        "group": "MultiModalConfig",
-        "help": "When enabled, skips the language component of the model.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--mm-encoder-tp-mode": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["data", "weights"],
-        "const": None,
-        "default": "weights",
-        "deprecated": False,
-        "dest": "mm_encoder_tp_mode",
-        "group": "MultiModalConfig",
-        "help": "Indicates how to optimize multi-modal encoder inference using tensor parallelism (TP).",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-hasher-algorithm": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["blake3", "sha256", "sha512"],
-        "const": None,
-        "default": "blake3",
-        "deprecated": False,
-        "dest": "mm_hasher_algorithm",
-        "group": "MultiModalConfig",
-        "help": (
-            'Hash algorithm to use for multi-modal input caching. Use `"sha256"` or `"sha512"` for FIPS-compliant '
-            "deployments."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-ipc-gpu-memory-gb": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "mm_ipc_gpu_memory_gb",
-        "group": "MultiModalConfig",
-        "help": (
-            "Amount of GPU memory (in GiB) sequestered on the engine's device for GPU-side multimodal work in the "
-            "API-server (frontend) process, such as hardware video decoding."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--mm-processor-cache-gb": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 4,
-        "deprecated": False,
-        "dest": "mm_processor_cache_gb",
-        "group": "MultiModalConfig",
-        "help": (
-            "The size (in GiB) of the multi-modal processor cache, which is used to avoid re-processing past "
-            "multi-modal inputs."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--mm-processor-cache-type": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["lru", "shm"],
-        "const": None,
-        "default": "lru",
-        "deprecated": False,
-        "dest": "mm_processor_cache_type",
-        "group": "MultiModalConfig",
-        "help": (
-            "Type of cache to use for the multi-modal preprocessor/mapper. If `shm`, use shared memory FIFO cache. If "
-            "`lru`, use mirrored LRU cache."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-processor-device": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "cpu", "cuda"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "mm_processor_device",
-        "group": "MultiModalConfig",
-        "help": (
-            "Device the HF multi-modal processor runs the image/video transform on. Convenience for "
-            "`--mm-processor-kwargs '{\"device\": ...}'`: the value is resolved here and stored there, it is not kept "
-            'as separate state. Only takes effect for HF "fast" (torchvision-backed) processors, which accept a '
-            "`device` argument; the others ignore it and stay on CPU."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--mm-processor-kwargs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "mm_processor_kwargs",
-        "group": "MultiModalConfig",
-        "help": (
-            "Arguments to be forwarded to the model's processor for multi-modal data, e.g., image processor. Overrides "
-            "for the multi-modal processor obtained from `transformers.AutoProcessor.from_pretrained`."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--mm-shm-cache-max-object-size-mb": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 128,
-        "deprecated": False,
-        "dest": "mm_shm_cache_max_object_size_mb",
-        "group": "MultiModalConfig",
-        "help": (
-            "Size limit (in MiB) for each object stored in the multi-modal processor shared memory cache. Only "
-            'effective when `mm_processor_cache_type` is `"shm"`.'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--mm-tensor-ipc": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["direct_rpc", "torch_shm"],
-        "const": None,
-        "default": "direct_rpc",
-        "deprecated": False,
-        "dest": "mm_tensor_ipc",
-        "group": "MultiModalConfig",
-        "help": "IPC (inter-process communication) method for multimodal tensors.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--model": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "Qwen/Qwen3-0.6B",
-        "deprecated": False,
-        "dest": "model",
-        "group": "ModelConfig",
-        "help": (
-            "Name or path of the Hugging Face model to use. It is also used as the content for `model_name` tag in "
-            "metrics output when `served_model_name` is not specified."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--model-class-overrides": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": {},
-        "deprecated": False,
-        "dest": "model_class_overrides",
-        "group": "ModelConfig",
-        "help": (
-            "Override the model class used for one or more architectures, mapping the architecture name to a "
-            '`"module:class"` target (the same format accepted by `ModelRegistry.register_model`). This registers the '
-            'target class at runtime, e.g. `{"GlmMoeDsaForCausalLM": '
-            '"vllm.models.deepseek_v32.nvidia.model:DeepseekV32ForCausalLM"}`. This argument is for development and '
-            "debugging purposes only."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--model-impl": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "model_impl",
-        "group": "ModelConfig",
-        "help": "Which implementation of the model to use:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--model-loader-extra-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": {},
-        "deprecated": False,
-        "dest": "model_loader_extra_config",
-        "group": "LoadConfig",
-        "help": (
-            "Extra config for model loader. This will be passed to the model loader corresponding to the chosen "
-            "load_format."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json_or_str",
-    },
-    "--moe-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": [
-            "aiter",
-            "aiter_mega_moe",
-            "aiter_triton_mxfp4_bf16",
-            "aiter_triton_mxfp4_mxfp4",
-            "auto",
-            "b12x",
-            "batched_triton",
-            "cutlass",
-            "deep_gemm",
-            "deep_gemm_mega_moe",
-            "emulation",
-            "flashinfer_b12x",
-            "flashinfer_cutedsl",
-            "flashinfer_cutlass",
-            "flashinfer_moe_ep_cutedsl",
-            "flashinfer_moe_ep_mega_deep_gemm",
-            "flashinfer_trtllm",
-            "flydsl",
-            "hpc",
-            "humming",
-            "marlin",
-            "rdna3",
-            "triton",
-            "triton_unfused",
-        ],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "moe_backend",
-        "group": "KernelConfig",
-        "help": "Backend for MoE expert computation kernels. Available options:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--monokernel": {
-        "action": "boolean_optional",
-        "aliases": ["--no-monokernel"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "monokernel",
-        "group": "KernelConfig",
-        "help": (
-            "If True, run the eligible layers of decode steps on the model's MonoKernel: a persistent kernel that runs "
-            "most or all of one decoder layer in a single launch (DeepSeek-V4.1 on MI355X, DeepSeek-V4-Pro at TP8 on "
-            "MI355X). A deployment that cannot run it is refused at startup."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--nnodes": {
-        "action": "store",
-        "aliases": ["-n"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "nnodes",
-        "group": "ParallelConfig",
-        "help": "num of nodes for multi-node distributed inference when distributed_executor_backend is mp.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--no-allow-credentials": {
-        "action": "boolean_optional",
-        "aliases": ["--allow-credentials"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "allow_credentials",
-        "group": "Frontend",
-        "help": "Allow credentials.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-allow-deprecated-quantization": {
-        "action": "boolean_optional",
-        "aliases": ["--allow-deprecated-quantization"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "allow_deprecated_quantization",
-        "group": "ModelConfig",
-        "help": "Whether to allow deprecated quantization methods.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-async-scheduling": {
-        "action": "boolean_optional",
-        "aliases": ["--async-scheduling"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "async_scheduling",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to False, disable async scheduling. Async scheduling helps to avoid gaps in GPU utilization, "
-            "leading to better latency and throughput."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-cohere-is-reasoning-model": {
-        "action": "boolean_optional",
-        "aliases": ["--cohere-is-reasoning-model"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "cohere_is_reasoning_model",
-        "group": "Frontend",
-        "help": (
-            "Cohere ``/cohere/v2/chat`` only. Whether the served model is a reasoning Command-family model. When True "
-            "(default), the assistant's chain-of-thought is surfaced as a ``thinking`` content block (or ``content-*`` "
-            "events on the stream). When False, reasoning is surfaced as Cohere's ``tool_plan`` field (or "
-            "``tool-plan-delta`` events) whenever the model emits tool calls, matching older non- reasoning Command "
-            "models. Has no effect on the non-Cohere endpoints."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-cudagraph-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--cudagraph-metrics"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "cudagraph_metrics",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable CUDA graph metrics (number of padded/unpadded tokens, runtime cudagraph dispatch modes, and their "
-            "observed frequencies at every logging interval)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-data-parallel-external-lb": {
-        "action": "boolean_optional",
-        "aliases": ["--data-parallel-external-lb", "-dpe"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_external_lb",
-        "group": "ParallelConfig",
-        "help": (
-            'Whether to use "external" DP LB mode. Applies only to online serving and when data_parallel_size > 0. '
-            'This is useful for a "one-pod-per-rank" wide-EP setup in Kubernetes. Supported only for MoE deployments; '
-            "non-MoE models should use independent vLLM instances without --data-parallel-* arguments. Set implicitly "
-            "when --data-parallel-rank is provided explicitly to vllm serve."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-data-parallel-hybrid-lb": {
-        "action": "boolean_optional",
-        "aliases": ["--data-parallel-hybrid-lb", "-dph"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_hybrid_lb",
-        "group": "ParallelConfig",
-        "help": (
-            'Whether to use "hybrid" DP LB mode. Applies only to online serving and when data_parallel_size > 0. '
-            'Enables running an AsyncLLM and API server on a "per-node" basis where vLLM load balances between local '
-            "data parallel ranks, but an external LB balances between vLLM nodes/replicas. Set explicitly in "
-            "conjunction with"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-dcp-q-replicate": {
-        "action": "boolean_optional",
-        "aliases": ["--dcp-q-replicate"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "dcp_q_replicate",
-        "group": "ParallelConfig",
-        "help": "Replicate the MLA query projection within each DCP group so decode can skip the query all-gather.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-cascade-attn": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-cascade-attn", "--enable-cascade-attn"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": True,
-        "dest": "disable_cascade_attn",
-        "group": "ModelConfig",
-        "help": (
-            "--disable-cascade-attn is deprecated and has no effect since cascade attention has been removed. It will "
-            "be removed in v0.33.0."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-chunked-mm-input": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-chunked-mm-input", "--enable-chunked-mm-input"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_chunked_mm_input",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to true and chunked prefill is enabled, we do not want to partially schedule a multimodal item. "
-            "Only used in V1 This ensures that if a request has a mixed prompt (like text tokens TTTT followed by "
-            "image tokens IIIIIIIIII) where only some image tokens can be scheduled (like TTTTIIIII, leaving IIIII), "
-            "it will be scheduled as TTTT in one step and IIIIIIIIII in the next."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-custom-all-reduce": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-custom-all-reduce", "--enable-custom-all-reduce"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_custom_all_reduce",
-        "group": "ParallelConfig",
-        "help": "Disable the custom all-reduce kernel and fall back to NCCL.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-fastapi-docs": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-fastapi-docs", "--enable-fastapi-docs"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_fastapi_docs",
-        "group": "Frontend",
-        "help": "Disable FastAPI's OpenAPI schema, Swagger UI, and ReDoc endpoint.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-hybrid-kv-cache-manager": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-hybrid-kv-cache-manager", "--enable-hybrid-kv-cache-manager"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "disable_hybrid_kv_cache_manager",
-        "group": "SchedulerConfig",
-        "help": (
-            "If set to True, KV cache manager will allocate the same size of KV cache for all attention layers even if "
-            "there are multiple type of attention layers like full attention and sliding window attention. If set to "
-            "None, the default value will be determined based on the environment and starting configuration."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-nccl-for-dp-synchronization": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-nccl-for-dp-synchronization", "--enable-nccl-for-dp-synchronization"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "disable_nccl_for_dp_synchronization",
-        "group": "ParallelConfig",
-        "help": (
-            "Forces the dp synchronization logic in vllm/v1/worker/dp_utils.py to use Gloo instead of NCCL for its all "
-            "reduce."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-sliding-window": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-sliding-window", "--enable-sliding-window"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_sliding_window",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to disable sliding window. If True, we will disable the sliding window functionality of the "
-            "model, capping to sliding window size. If the model does not support sliding window, this argument is "
-            "ignored."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-disable-uvicorn-access-log": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-uvicorn-access-log", "--enable-uvicorn-access-log"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "disable_uvicorn_access_log",
-        "group": "Frontend",
-        "help": "Disable uvicorn access log.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-auto-tool-choice": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-auto-tool-choice", "--enable-auto-tool-choice"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_auto_tool_choice",
-        "group": "Frontend",
-        "help": (
-            "Enable auto tool choice for supported models. Use `--tool-call-parser` to specify which parser to use."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-batch-sharded-sampling": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-batch-sharded-sampling", "--enable-batch-sharded-sampling"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_batch_sharded_sampling",
-        "group": "ParallelConfig",
-        "help": (
-            "Use sharded sampling across tensor parallel ranks. Each rank samples a slice of the batch instead of "
-            "every rank sampling all of it. Currently defaults to False if not set. Enabling it explicitly raises when "
-            "the config cannot support it (`tensor_parallel_size` must be > 1, `max_num_seqs` at least "
-            "`tensor_parallel_size`, and `max_logprobs` non-negative). Models opt in by implementing "
-            "`compute_logits_local`."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-chunked-prefill": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-chunked-prefill", "--enable-chunked-prefill"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_chunked_prefill",
-        "group": "SchedulerConfig",
-        "help": "If True, prefill requests can be chunked based on the remaining `max_num_batched_tokens`.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-cumem-allocator": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-cumem-allocator", "--enable-cumem-allocator"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_cumem_allocator",
-        "group": "ModelConfig",
-        "help": (
-            "Enable the custom cumem allocator to leverage advanced GPU memory allocation features such as multi-node "
-            "NVLink support."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-dbo": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-dbo", "--enable-dbo"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_dbo",
-        "group": "ParallelConfig",
-        "help": "Enable dual batch overlap for the model executor.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-elastic-ep": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-elastic-ep", "--enable-elastic-ep"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_elastic_ep",
-        "group": "ParallelConfig",
-        "help": "Enable elastic expert parallelism with stateless NCCL groups for DP/EP.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-ep-weight-filter": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-ep-weight-filter", "--enable-ep-weight-filter"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_ep_weight_filter",
-        "group": "ParallelConfig",
-        "help": (
-            "Skip non-local expert weights during model loading when expert parallelism is active. Each rank only "
-            "reads its own expert shard from disk, which can drastically reduce storage I/O for MoE models with "
-            "per-expert weight tensors (e.g. DeepSeek, Mixtral, Kimi-K2.5). Has no effect on 3D fused-expert "
-            "checkpoints (e.g. GPT-OSS) or non-MoE models."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-eplb": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-eplb", "--enable-eplb"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_eplb",
-        "group": "ParallelConfig",
-        "help": "Enable expert parallelism load balancing for MoE layers.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-expert-parallel": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-expert-parallel", "--enable-expert-parallel", "-ep"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_expert_parallel",
-        "group": "ParallelConfig",
-        "help": "Use expert parallelism instead of tensor parallelism for MoE layers.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-fault-tolerance": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-fault-tolerance", "--enable-fault-tolerance"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_fault_tolerance",
-        "group": "ParallelConfig",
-        "help": "Enable fault tolerance for detailed error recovery, such as scaling down fault DPEngineCore.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-flash-late-interaction": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-flash-late-interaction", "--enable-flash-late-interaction"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "enable_flash_late_interaction",
-        "group": "Frontend",
-        "help": (
-            "If set, run pooling score MaxSim on GPU in the API server process. Can significantly improve "
-            "late-interaction scoring performance. When disabled, the setting is also propagated to the engine's "
-            "`PoolerConfig`, so the engine-side scorer uses the reference MaxSim path instead of the fused Triton "
-            "kernel."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-flashinfer-autotune": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-flashinfer-autotune", "--enable-flashinfer-autotune"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_flashinfer_autotune",
-        "group": "KernelConfig",
-        "help": (
-            "Benchmark FlashInfer kernel implementations during warmup and use the fastest. Enabled by default except "
-            "at `-O0`; disable for faster startup."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-force-include-usage": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-force-include-usage", "--enable-force-include-usage"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_force_include_usage",
-        "group": "Frontend",
-        "help": "If set to True, including usage on every request.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-hc-sp": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-hc-sp", "--enable-hc-sp"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_hc_sp",
-        "group": "ParallelConfig",
-        "help": (
-            "Enable sequence parallelism for HyperConnection (HC) computation. Currently supported by Qwen4Exp on "
-            "CUDA/ROCm with TP>1 and PP=1 (ignored when TP=1). Does not change MoE parallelism. MoE SP may enable HC "
-            "SP independently of this flag."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-layerwise-nvtx-tracing": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-layerwise-nvtx-tracing", "--enable-layerwise-nvtx-tracing"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_layerwise_nvtx_tracing",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable layerwise NVTX tracing. This traces the execution of each layer or module in the model and attach "
-            "information such as input/output shapes to nvtx range markers. Noted that this doesn't work with CUDA "
-            "graphs enabled."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-log-deltas": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-log-deltas", "--enable-log-deltas"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "enable_log_deltas",
-        "group": "Frontend",
-        "help": "If set to False, output deltas will not be logged. Relevant only if",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-log-outputs": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-log-outputs", "--enable-log-outputs"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_log_outputs",
-        "group": "Frontend",
-        "help": (
-            "If set to True, log model outputs (generations). Requires `--enable-log-requests`. Output text and finish "
-            "reasons are logged at INFO, while output token IDs are logged at DEBUG."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-log-requests": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-log-requests", "--enable-log-requests"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_log_requests",
-        "group": "options",
-        "help": "Enable logging request information, dependent on log level:",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-logging-iteration-details": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-logging-iteration-details", "--enable-logging-iteration-details"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_logging_iteration_details",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable detailed logging of iteration details. If set, vllm EngineCore will log iteration details This "
-            "includes number of context/generation requests and tokens and the elapsed cpu time for the iteration."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-lora", "--enable-lora"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_lora",
-        "group": "LoRAConfig",
-        "help": "If True, enable handling of LoRA adapters.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-mamba-cache-stochastic-rounding": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mamba-cache-stochastic-rounding", "--enable-mamba-cache-stochastic-rounding"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mamba_cache_stochastic_rounding",
-        "group": "MambaConfig",
-        "help": (
-            "Enable stochastic rounding when writing SSM state to fp16 cache. Uses random bits to unbias the rounding "
-            "error, which can improve numerical stability for long sequences."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-mamba-shared-prefix-checkpoint": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mamba-shared-prefix-checkpoint", "--enable-mamba-shared-prefix-checkpoint"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mamba_shared_prefix_checkpoint",
-        "group": "CacheConfig",
-        "help": (
-            'Also register a Mamba "align" checkpoint at the shared-prefix junction -- where an EAGLE/MTP sibling was '
-            "observed to resume -- instead of only at the prompt tail. Off by default; only takes effect with prefix "
-            "caching enabled, EAGLE on the Mamba group, and a prefix match unit smaller than the Mamba block size."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-mfu-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mfu-metrics", "--enable-mfu-metrics"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mfu_metrics",
-        "group": "ObservabilityConfig",
-        "help": "Enable Model FLOPs Utilization (MFU) metrics.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-mixed-moe-lora-format": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mixed-moe-lora-format", "--enable-mixed-moe-lora-format"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mixed_moe_lora_format",
-        "group": "LoRAConfig",
-        "help": (
-            "If True, force the engine to use the universal 2D MoE LoRA wrapper (`FusedMoEWithLoRA`) regardless of the "
-            "model's `is_3d_moe_weight` flag, so that 2D-format and 3D-format MoE LoRA adapters can be served in the "
-            "same deployment. Only meaningful for MoE models; ignored otherwise. Default False keeps the existing "
-            "model-driven behavior."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-mm-embeds": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-mm-embeds", "--enable-mm-embeds"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_mm_embeds",
-        "group": "MultiModalConfig",
-        "help": (
-            "If `True`, enables passing multimodal embeddings: for `LLM` class, this refers to tensor inputs under "
-            '`multi_modal_data`; for the OpenAI-compatible server, this refers to chat messages with content `"type": '
-            '"*_embeds"`.'
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-moe-shared-loras": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-moe-shared-loras", "--enable-moe-shared-loras"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_moe_shared_loras",
-        "group": "LoRAConfig",
-        "help": (
-            'If True, load MoE expert adapters in the "shared-outer" layout, where the gate/up (`w1`/`w3`) lora_A and '
-            "the down (`w2`) lora_B are shared across all experts (stored once with expert-dim 1) instead of "
-            "per-expert. The shared factors are broadcast to the expert count at kernel time. 3D-weight MoE models use "
-            "`FusedMoEWithLoRA` for this layout. Only meaningful for MoE models whose adapters use this layout; "
-            "ignored otherwise."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-nccl-comm-suspend": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-nccl-comm-suspend", "--enable-nccl-comm-suspend"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_nccl_comm_suspend",
-        "group": "ModelConfig",
-        "help": (
-            "Enable releasing NCCL communicator memory during sleep mode (``ncclCommSuspend``/``ncclCommResume``). "
-            "Experimental; when disabled (the default) sleep still releases weights/KV-cache memory as before."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-offline-docs": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-offline-docs", "--enable-offline-docs"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_offline_docs",
-        "group": "Frontend",
-        "help": (
-            "Enable offline FastAPI documentation for air-gapped environments. Uses vendored static assets bundled "
-            "with vLLM."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-per-request-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-per-request-metrics", "--enable-per-request-metrics"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_per_request_metrics",
-        "group": "Frontend",
-        "help": "If set to True, include per-request timing metrics in API responses.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-prefix-caching": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-prefix-caching", "--enable-prefix-caching"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "enable_prefix_caching",
-        "group": "CacheConfig",
-        "help": "Whether to enable prefix caching.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-prompt-embeds": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-prompt-embeds", "--enable-prompt-embeds"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_prompt_embeds",
-        "group": "ModelConfig",
-        "help": "If `True`, enables passing text embeddings as inputs via the `prompt_embeds` key.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-prompt-tokens-details": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-prompt-tokens-details", "--enable-prompt-tokens-details"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_prompt_tokens_details",
-        "group": "Frontend",
-        "help": "If set to True, enable prompt_tokens_details in usage.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-request-id-headers": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-request-id-headers", "--enable-request-id-headers"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_request_id_headers",
-        "group": "Frontend",
-        "help": "If specified, API server will add X-Request-Id header to responses.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-return-routed-experts": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-return-routed-experts", "--enable-return-routed-experts"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_return_routed_experts",
-        "group": "ModelConfig",
-        "help": "Capture and return routed-experts auxiliary outputs.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-scale-out": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-scale-out", "--enable-scale-out"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_scale_out",
-        "group": "Frontend",
-        "help": (
-            "If set to True, register the scale-out endpoints (`/render`, `/derender`, `/inference/v1/generate` and "
-            "`/inference/v1/abort_requests`) on `vllm serve`. Has no effect on `vllm launch render` or `vllm serve "
-            "--tokens-only` which always register their required endpoints regardless of this flag."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-server-load-tracking": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-server-load-tracking", "--enable-server-load-tracking"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_server_load_tracking",
-        "group": "Frontend",
-        "help": "If set to True, enable tracking server_load_metrics in the app state.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-shm-tensor-arena": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-shm-tensor-arena", "--enable-shm-tensor-arena"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_shm_tensor_arena",
-        "group": "ParallelConfig",
-        "help": (
-            "Route large CPU tensors (e.g. multimodal ``pixel_values``) in the engine\u2192worker broadcast through a "
-            "zero-copy shared-memory arena instead of sending a copy to every reader. **Experimental**: may be "
-            "reconciled with vLLM's existing multimodal shm tensor caching in a future release. Opt-in; most "
-            "beneficial for multimodal serving with large images and tensor parallelism. Active only when all queue "
-            "readers are node-local; reserves slots in ``/dev/shm``."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-sleep-mode": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-sleep-mode", "--enable-sleep-mode"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_sleep_mode",
-        "group": "ModelConfig",
-        "help": "Enable sleep mode for the engine (only cuda and hip platforms are supported).",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-ssl-refresh": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-ssl-refresh", "--enable-ssl-refresh"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_ssl_refresh",
-        "group": "Frontend",
-        "help": "Refresh SSL Context when SSL certificate files change",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-tokenizer-info-endpoint": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-tokenizer-info-endpoint", "--enable-tokenizer-info-endpoint"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_tokenizer_info_endpoint",
-        "group": "Frontend",
-        "help": "Enable the `/tokenizer_info` endpoint. May expose chat templates and other tokenizer configuration.",
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-tower-connector-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-tower-connector-lora", "--enable-tower-connector-lora"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_tower_connector_lora",
-        "group": "LoRAConfig",
-        "help": (
-            "If `True`, LoRA support for the tower (vision encoder) and connector of multimodal models will be "
-            "enabled. This is an experimental feature and currently only supports some MM models such as the Qwen VL "
-            "series. The default is False."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enable-trace-replay": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-trace-replay", "--enable-trace-replay"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_trace_replay",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to allow requests to set `SamplingParams.trace_decode_token_ids`, which forces decoding to follow "
-            "a predetermined token sequence while still computing real logprobs. Reserved for debugging and RL "
-            "workflows: enabling it reserves a per-request trace buffer, so it is off by default."
-        ),
-        "hidden": True,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-enforce-eager": {
-        "action": "boolean_optional",
-        "aliases": ["--enforce-eager"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "enforce_eager",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to always use eager-mode PyTorch. If True, we will disable CUDA graph and always execute the "
-            "model in eager mode. If False, we will use CUDA graph and eager execution in hybrid for maximal "
-            "performance and flexibility."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-exclude-tools-when-tool-choice-none": {
-        "action": "boolean_optional",
-        "aliases": ["--exclude-tools-when-tool-choice-none"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "exclude_tools_when_tool_choice_none",
-        "group": "Frontend",
-        "help": "If specified, exclude tool definitions in prompts when tool_choice='none'.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-fail-on-environ-validation": {
-        "action": "boolean_optional",
-        "aliases": ["--fail-on-environ-validation"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "fail_on_environ_validation",
-        "group": "options",
-        "help": "If set, the engine will raise an error if environment validation fails.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-fully-sharded-loras": {
-        "action": "boolean_optional",
-        "aliases": ["--fully-sharded-loras"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "fully_sharded_loras",
-        "group": "LoRAConfig",
-        "help": (
-            "By default, only half of the LoRA computation is sharded with tensor parallelism. Enabling this will use "
-            "the fully sharded layers. At high sequence length, max rank or tensor parallel size, this is likely "
-            "faster."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-interleave-mm-strings": {
-        "action": "boolean_optional",
-        "aliases": ["--interleave-mm-strings"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "interleave_mm_strings",
-        "group": "MultiModalConfig",
-        "help": "Enable fully interleaved support for multimodal prompts, while using",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-jit-monitor-verbose": {
-        "action": "boolean_optional",
-        "aliases": ["--jit-monitor-verbose"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "jit_monitor_verbose",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Log every monitored JIT compile with runtime details. This can emit many logs and add overhead, so it is "
-            "intended for debugging."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-kv-cache-metrics": {
-        "action": "boolean_optional",
-        "aliases": ["--kv-cache-metrics"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "kv_cache_metrics",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable KV cache residency metrics (lifetime, idle time, reuse gaps). Uses sampling to minimize overhead. "
-            "Requires log stats to be enabled (i.e., --disable-log-stats not set)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-kv-sharing-fast-prefill": {
-        "action": "boolean_optional",
-        "aliases": ["--kv-sharing-fast-prefill"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "kv_sharing_fast_prefill",
-        "group": "CacheConfig",
-        "help": (
-            "In some KV sharing setups, e.g. YOCO (https://arxiv.org/abs/2405.05254), some layers can skip tokens "
-            "corresponding to prefill. This flag enables attention metadata for eligible layers to be overridden with "
-            "metadata necessary for implementing this optimization in some models (e.g. Gemma3n)"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-language-model-only": {
-        "action": "boolean_optional",
-        "aliases": ["--language-model-only"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "language_model_only",
-        "group": "MultiModalConfig",
-        "help": (
-            "If True, disables all multimodal inputs by setting all modality limits to 0. Equivalent to setting "
-            "`--limit-mm-per-prompt` to 0 for every modality."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-log-error-stack": {
-        "action": "boolean_optional",
-        "aliases": ["--log-error-stack"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "log_error_stack",
-        "group": "Frontend",
-        "help": "If set to True, log the stack trace of error responses",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-long-prefill-token-threshold-adaptive": {
-        "action": "boolean_optional",
-        "aliases": ["--long-prefill-token-threshold-adaptive"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "long_prefill_token_threshold_adaptive",
-        "group": "SchedulerConfig",
-        "help": (
-            "Floor the effective long prefill token threshold at a fair share of the token budget: "
-            "max_num_batched_tokens divided by the number of queued and running requests. Only applies when "
-            "long_prefill_token_threshold is nonzero."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-mm-device-do-normalize": {
-        "action": "boolean_optional",
-        "aliases": ["--mm-device-do-normalize"],
-        "choices": None,
-        "const": False,
-        "default": None,
-        "deprecated": False,
-        "dest": "mm_device_do_normalize",
-        "group": "MultiModalConfig",
-        "help": (
-            "Move the do_normalize computation in the mm preprocessing to before the ViT, and let the device do it, so "
-            "that CPU computation can be saved."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-mm-encoder-only": {
-        "action": "boolean_optional",
-        "aliases": ["--mm-encoder-only"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "mm_encoder_only",
-        "group": "MultiModalConfig",
-        "help": "When enabled, skips the language component of the model.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-monokernel": {
-        "action": "boolean_optional",
-        "aliases": ["--monokernel"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "monokernel",
-        "group": "KernelConfig",
-        "help": (
-            "If True, run the eligible layers of decode steps on the model's MonoKernel: a persistent kernel that runs "
-            "most or all of one decoder layer in a single launch (DeepSeek-V4.1 on MI355X, DeepSeek-V4-Pro at TP8 on "
-            "MI355X). A deployment that cannot run it is refused at startup."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-numa-bind": {
-        "action": "boolean_optional",
-        "aliases": ["--numa-bind"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "numa_bind",
-        "group": "ParallelConfig",
-        "help": "Enable NUMA binding for GPU worker subprocesses.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-ray-workers-use-nsight": {
-        "action": "boolean_optional",
-        "aliases": ["--ray-workers-use-nsight"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "ray_workers_use_nsight",
-        "group": "ParallelConfig",
-        "help": (
-            "Whether to profile Ray workers with nsight, see "
-            "https://docs.ray.io/en/latest/ray-observability/user-guides/profiling.html#profiling-nsight-profiler."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-return-sampling-mask": {
-        "action": "boolean_optional",
-        "aliases": ["--return-sampling-mask"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "return_sampling_mask",
-        "group": "ModelConfig",
-        "help": "Whether to return the post-processing token support for each sample.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-return-tokens-as-token-ids": {
-        "action": "boolean_optional",
-        "aliases": ["--return-tokens-as-token-ids"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "return_tokens_as_token_ids",
-        "group": "Frontend",
-        "help": (
-            "When `--max-logprobs` is specified, represents single tokens as strings of the form 'token_id:{token_id}' "
-            "so that tokens that are not JSON-encodable can be identified."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-scheduler-reserve-full-isl": {
-        "action": "boolean_optional",
-        "aliases": ["--scheduler-reserve-full-isl"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "scheduler_reserve_full_isl",
-        "group": "SchedulerConfig",
-        "help": (
-            "If True, the scheduler checks whether the full input sequence length fits in the KV cache before "
-            "admitting a new request, rather than only checking the first chunk. Prevents over-admission and KV cache "
-            "thrashing with chunked prefill."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-skip-mm-profiling": {
-        "action": "boolean_optional",
-        "aliases": ["--skip-mm-profiling"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "skip_mm_profiling",
-        "group": "MultiModalConfig",
-        "help": (
-            "When enabled, skips multimodal memory profiling and only profiles with language backbone model during "
-            "engine initialization."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-skip-tokenizer-init": {
-        "action": "boolean_optional",
-        "aliases": ["--skip-tokenizer-init"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "skip_tokenizer_init",
-        "group": "ModelConfig",
-        "help": (
-            "Skip initialization of tokenizer and detokenizer. Expects valid `prompt_token_ids` and `None` for prompt "
-            "from the input. The generated output will contain token ids."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-sleep-mode-offload-cudagraph": {
-        "action": "boolean_optional",
-        "aliases": ["--sleep-mode-offload-cudagraph"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "sleep_mode_offload_cudagraph",
-        "group": "ModelConfig",
-        "help": (
-            "Back up CUDA graph memory to CPU during sleep, restored in place on wake. Takes effect with "
-            "enable_sleep_mode, the cumem backend and CUDA graphs."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-specialize-active-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--specialize-active-lora"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "specialize_active_lora",
-        "group": "LoRAConfig",
-        "help": (
-            "Whether to construct lora kernel grid by the number of active LoRA adapters. When set to True, separate "
-            "cuda graphs will be captured for different counts of active LoRAs (powers of 2 up to max_loras), which "
-            "can improve performance for variable LoRA usage patterns at the cost of increased startup time and memory "
-            "usage. Only takes effect when cudagraph_specialize_lora is True."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-swa-bounded-replay": {
-        "action": "boolean_optional",
-        "aliases": ["--swa-bounded-replay"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "swa_bounded_replay",
-        "group": "CacheConfig",
-        "help": (
-            "Keep the sliding-window KV of models that support it (DeepSeek-V4.1) out of prefix caching and rebuild it "
-            "after a prefix hit by recomputing the hit's last window. The layers past the last KV-source layer then "
-            "also run eager prefill steps on each request's trailing window only. Requires model runner V2."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-tokens-only": {
-        "action": "boolean_optional",
-        "aliases": ["--tokens-only"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "tokens_only",
-        "group": "Frontend",
-        "help": (
-            "If set to True, only enable the Tokens In<>Out endpoint. This is intended for use in a Disaggregated "
-            "Everything setup."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-trust-remote-code": {
-        "action": "boolean_optional",
-        "aliases": ["--trust-remote-code"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "trust_remote_code",
-        "group": "ModelConfig",
-        "help": "Trust remote code (e.g., from HuggingFace) when downloading the model and tokenizer.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-trust-request-chat-template": {
-        "action": "boolean_optional",
-        "aliases": ["--trust-request-chat-template"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "trust_request_chat_template",
-        "group": "Frontend",
-        "help": (
-            "Whether to trust the chat template provided in the request. If False, the server will always use the chat "
-            "template specified by `--chat-template` or the ones from tokenizer."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-trust-request-mm-kwargs": {
-        "action": "boolean_optional",
-        "aliases": ["--trust-request-mm-kwargs"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "trust_request_mm_kwargs",
-        "group": "Frontend",
-        "help": (
-            "Whether to trust per-request multimodal kwargs (`mm_processor_kwargs` and `media_io_kwargs`). If False, "
-            "the server rejects non-empty values because they can change multimodal preprocessing resource usage. Only "
-            "enable this when API clients are trusted."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-use-fp64-gumbel": {
-        "action": "boolean_optional",
-        "aliases": ["--use-fp64-gumbel"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "use_fp64_gumbel",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to use FP64 (instead of FP32) random noise for Gumbel-max and equivalent exponential-race "
-            "sampling. FP64 preserves lower-tail sampling events that fp32 uniform/exponential draws can truncate, at "
-            "the cost of significantly lower throughput on most GPUs."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-use-replayssm": {
-        "action": "boolean_optional",
-        "aliases": ["--use-replayssm"],
-        "choices": None,
-        "const": False,
-        "default": False,
-        "deprecated": False,
-        "dest": "use_replayssm",
-        "group": "CacheConfig",
-        "help": (
-            "Use the ReplaySSM Mamba2 decode kernel: cache recent SSM inputs and skip the per-step full-state store, "
-            "writing the checkpoint back only on flush. Requires the Triton or FlashInfer mamba backend; FlashInfer "
-            "does not support prefix caching yet. Mamba2 speculative decode requires FlashInfer. With prefix caching, "
-            "flushes are most efficient when mamba_block_size is a multiple of replayssm_buffer_len, but this is not "
-            "required."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--no-use-tqdm-on-load": {
-        "action": "boolean_optional",
-        "aliases": ["--use-tqdm-on-load"],
-        "choices": None,
-        "const": False,
-        "default": True,
-        "deprecated": False,
-        "dest": "use_tqdm_on_load",
-        "group": "LoadConfig",
-        "help": "Whether to enable tqdm for showing progress bar when loading model weights.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--node-rank": {
-        "action": "store",
-        "aliases": ["-r"],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "node_rank",
-        "group": "ParallelConfig",
-        "help": "distributed node rank for multi-node distributed inference when distributed_executor_backend is mp.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--num-gpu-blocks-override": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "num_gpu_blocks_override",
-        "group": "CacheConfig",
-        "help": (
-            "Number of GPU blocks to use. This overrides the profiled `num_gpu_blocks` if specified. Does nothing if "
-            "`None`. Used for testing preemption."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--numa-bind": {
-        "action": "boolean_optional",
-        "aliases": ["--no-numa-bind"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "numa_bind",
-        "group": "ParallelConfig",
-        "help": "Enable NUMA binding for GPU worker subprocesses.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--numa-bind-cpus": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "numa_bind_cpus",
-        "group": "ParallelConfig",
-        "help": "Optional CPU lists to bind each GPU worker to.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--numa-bind-nodes": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "numa_bind_nodes",
-        "group": "ParallelConfig",
-        "help": "NUMA node to bind each GPU worker to.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--offload-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "prefetch", "uva"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "offload_backend",
-        "group": "OffloadConfig",
-        "help": "The backend for weight offloading. Options:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--offload-group-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "offload_group_size",
-        "group": "OffloadConfig",
-        "help": (
-            "Group every N layers together. Offload last `offload_num_in_group` layers of each group. Default is 0 "
-            "(disabled). Example: group_size=8, num_in_group=2 offloads layers 6,7,14,15,22,23,... Unlike "
-            "cpu_offload_gb, this uses explicit async prefetching to hide transfer latency."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--offload-num-in-group": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "offload_num_in_group",
-        "group": "OffloadConfig",
-        "help": "Number of layers to offload per group. Must be <= offload_group_size. Default is 1.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--offload-params": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": [],
-        "deprecated": False,
-        "dest": "offload_params",
-        "group": "OffloadConfig",
-        "help": (
-            "The set of parameter name segments to target for prefetch offloading. Unmatched parameters are not "
-            "offloaded. If this set is empty, ALL parameters of each offloaded layer are offloaded. Uses segment "
-            'matching: "w13_weight" matches "mlp.experts.w13_weight" but not "mlp.experts.w13_weight_scale".'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--offload-prefetch-step": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "offload_prefetch_step",
-        "group": "OffloadConfig",
-        "help": (
-            "Number of layers to prefetch ahead. Higher values hide more latency but use more GPU memory. Default is 1."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--optimization-level": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 2,
-        "deprecated": False,
-        "dest": "optimization_level",
-        "group": "VllmConfig",
-        "help": (
-            "The optimization level. These levels trade startup time cost for performance, with -O0 having the best "
-            "startup time and -O3 having the best performance. -O2 is used by default. See OptimizationLevel for full "
-            "description."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--otlp-traces-endpoint": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "otlp_traces_endpoint",
-        "group": "ObservabilityConfig",
-        "help": "Target URL to which OpenTelemetry traces will be sent.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--override-generation-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": {},
-        "deprecated": False,
-        "dest": "override_generation_config",
-        "group": "ModelConfig",
-        "help": (
-            'Overrides or sets generation config. e.g. `{"temperature": 0.5}`. If used with `--generation-config '
-            "auto`, the override parameters will be merged with the default config from the model. If used with "
-            "`--generation-config vllm`, only the override parameters are used."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--per-request-spec-decode-metrics": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["detailed", "none", "summary"],
-        "const": None,
-        "default": "none",
-        "deprecated": False,
-        "dest": "per_request_spec_decode_metrics",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Include per-request speculative-decoding acceptance metrics in the response under "
-            "`metrics.speculative_decoding`. `none` disables; `summary` adds mean acceptance length, draft acceptance "
-            "rate, and the step-by-draft-length histogram; `detailed` additionally records the ordered per-step "
-            "accepted/proposed arrays (one entry per verify step). Only reported for single-sequence requests (`n == "
-            "1`), mirroring the timing metrics. No effect unless speculative decoding is enabled. Independent of "
-            "`--disable-log-stats`. This is the per-request response-body counterpart of the aggregate "
-            "`vllm:spec_decode_*` Prometheus metrics. The response field is experimental and its shape may change in a "
-            "future release."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--performance-mode": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["balanced", "interactivity", "throughput"],
-        "const": None,
-        "default": "balanced",
-        "deprecated": False,
-        "dest": "performance_mode",
-        "group": "VllmConfig",
-        "help": (
-            "Performance mode for runtime behavior, 'balanced' is the default. 'interactivity' favors low end-to-end "
-            "per-request latency at small batch sizes (fine-grained CUDA graphs, latency-oriented kernels). "
-            "'throughput' favors aggregate tokens/sec at high concurrency (larger CUDA graphs, more aggressive "
-            "batching, throughput-oriented kernels)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--pipeline-parallel-size": {
-        "action": "store",
-        "aliases": ["-pp"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "pipeline_parallel_size",
-        "group": "ParallelConfig",
-        "help": "Number of pipeline parallel groups.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--pooler-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "pooler_config",
-        "group": "ModelConfig",
-        "help": "Pooler config which controls the behaviour of output pooling in pooling models.",
-        "hidden": False,
-        "json_class": "PoolerConfig",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--port": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 8000,
-        "deprecated": False,
-        "dest": "port",
-        "group": "Frontend",
-        "help": "Port number.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--prefill-context-parallel-size": {
-        "action": "store",
-        "aliases": ["-pcp"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "prefill_context_parallel_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Number of ranks that split prefill sequence computation. PCP expands the process world size but does not "
-            "increase the KV-cache shard count."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--prefill-schedule-interval": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "prefill_schedule_interval",
-        "group": "SchedulerConfig",
-        "help": (
-            "Only admit prefill once every N engine steps, leaving the steps in between to decode alone. 1 (the "
-            "default) admits prefill on every step."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--prefix-cache-retention-interval": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "prefix_cache_retention_interval",
-        "group": "CacheConfig",
-        "help": (
-            "Token interval between retained sliding-window and Mamba prefix-cache checkpoints. ``0`` retains only "
-            "semantic checkpoints, including the latest replay boundary and shared-prefix junctions. Positive values "
-            "additionally retain periodic checkpoints at the specified interval, which must be a multiple of the "
-            "scheduler block size. ``None`` retains checkpoints densely. Applies only to sliding-window and Mamba "
-            "cache groups."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--prefix-caching-hash-algo": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"],
-        "const": None,
-        "default": "sha256",
-        "deprecated": False,
-        "dest": "prefix_caching_hash_algo",
-        "group": "CacheConfig",
-        "help": "Set the hash algorithm for prefix caching:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--prefix-match-unit": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "prefix_match_unit",
-        "group": "CacheConfig",
-        "help": "The finest token boundary (in tokens) a prefix-cache hit can land on.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--profiler-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<ProfilerConfig defaults>",
-        "deprecated": False,
-        "dest": "profiler_config",
-        "group": "VllmConfig",
-        "help": "Profiling configuration.",
-        "hidden": False,
-        "json_class": "ProfilerConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--pt-load-map-location": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "cpu",
-        "deprecated": False,
-        "dest": "pt_load_map_location",
-        "group": "LoadConfig",
-        "help": (
-            "The map location for loading pytorch checkpoint, to support loading checkpoints can only be loaded on "
-            'certain devices like "cuda", this is equivalent to `{"": "cuda"}`. Another supported format is mapping '
-            'from different devices like from GPU 1 to GPU 0: `{"cuda:1": "cuda:0"}`. Note that when passed from '
-            "command line, the strings in dictionary need to be double quoted for json parsing. For more details, see "
-            "the original doc for `map_location` parameter in [`torch.load`][] parameter."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json_or_str",
-    },
-    "--quantization": {
-        "action": "store",
-        "aliases": ["-q"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "quantization",
-        "group": "ModelConfig",
-        "help": (
-            "Method used to quantize the weights. If `None`, we first check the `quantization_config` attribute in the "
-            "model config file. If that is `None`, we assume the model weights are not quantized and use `dtype` to "
-            "determine the data type of the weights."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--quantization-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "quantization_config",
-        "group": "ModelConfig",
-        "help": (
-            "User-facing quantization configuration. Carries per-layer-kind specs (linear, moe) and ignore patterns; "
-            "see :class:`QuantizationConfigArgs`. Auto-populated from the matching online shorthand when "
-            "`quantization` is one of the values in `ONLINE_QUANT_SHORTHAND_NAMES`."
-        ),
-        "hidden": False,
-        "json_class": "QuantizationConfigArgs",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--ray-workers-use-nsight": {
-        "action": "boolean_optional",
-        "aliases": ["--no-ray-workers-use-nsight"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "ray_workers_use_nsight",
-        "group": "ParallelConfig",
-        "help": (
-            "Whether to profile Ray workers with nsight, see "
-            "https://docs.ray.io/en/latest/ray-observability/user-guides/profiling.html#profiling-nsight-profiler."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--reasoning-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "reasoning_config",
-        "group": "VllmConfig",
-        "help": "The configurations for reasoning model.",
-        "hidden": False,
-        "json_class": "ReasoningConfig",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--reasoning-effort-map": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "reasoning_effort_map",
-        "group": "Frontend",
-        "help": (
-            "JSON mapping that rewrites a request's reasoning effort to a value the chat template supports, for "
-            "templates that silently fall back on efforts they do not recognize. Applies to the effort set through the "
-            "Chat Completions, Responses and Anthropic Messages APIs; efforts not listed pass through unchanged. "
-            'Example: \'{"medium": "low", "xhigh": "max"}\' for a template that only knows low, high and max.'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--reasoning-parser": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "",
-        "deprecated": False,
-        "dest": "reasoning_parser",
-        "group": "StructuredOutputsConfig",
-        "help": (
-            "Select the reasoning parser depending on the model that you're using. This is used to parse the reasoning "
-            "content into OpenAI API format."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--reasoning-parser-plugin": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "",
-        "deprecated": False,
-        "dest": "reasoning_parser_plugin",
-        "group": "StructuredOutputsConfig",
-        "help": "Path to a dynamically reasoning parser plugin that can be dynamically loaded and registered.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--renderer-num-workers": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "renderer_num_workers",
-        "group": "ModelConfig",
-        "help": (
-            "Number of worker threads in the renderer thread pool. The pool is consumed by the async renderer path "
-            "(e.g. the OpenAI-compatible API server started by `vllm serve`) to parallelize tokenization, chat "
-            "template rendering, and multimodal preprocessing across concurrent requests."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--replayssm-buffer-len": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 16,
-        "deprecated": False,
-        "dest": "replayssm_buffer_len",
-        "group": "CacheConfig",
-        "help": (
-            "ReplaySSM logical history length B for Mamba2. Triton uses B physical rows and FlashInfer uses B+T, where "
-            "T is the target verification length. Kimi-K3 speculative decode does not use B. Default 16."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--response-role": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "assistant",
-        "deprecated": False,
-        "dest": "response_role",
-        "group": "Frontend",
-        "help": "The role name to return if `request.add_generation_prompt=true`.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--return-sampling-mask": {
-        "action": "boolean_optional",
-        "aliases": ["--no-return-sampling-mask"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "return_sampling_mask",
-        "group": "ModelConfig",
-        "help": "Whether to return the post-processing token support for each sample.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--return-tokens-as-token-ids": {
-        "action": "boolean_optional",
-        "aliases": ["--no-return-tokens-as-token-ids"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "return_tokens_as_token_ids",
-        "group": "Frontend",
-        "help": (
-            "When `--max-logprobs` is specified, represents single tokens as strings of the form 'token_id:{token_id}' "
-            "so that tokens that are not JSON-encodable can be identified."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--revision": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "revision",
-        "group": "ModelConfig",
-        "help": (
-            "The specific model version to use. It can be a branch name, a tag name, or a commit id. If unspecified, "
-            "will use the default version."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--root-path": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "root_path",
-        "group": "Frontend",
-        "help": "FastAPI root_path when app is behind a path based routing proxy.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--runner": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "draft", "generate", "pooling"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "runner",
-        "group": "ModelConfig",
-        "help": (
-            "The type of model runner to use. Each vLLM instance only supports one model runner, even if the same "
-            "model can be used for multiple types."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--safetensors-load-strategy": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["eager", "lazy", "prefetch", "torchao", None],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "safetensors_load_strategy",
-        "group": "LoadConfig",
-        "help": "Specifies the loading strategy for safetensors weights.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--safetensors-prefetch-block-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 16777216,
-        "deprecated": False,
-        "dest": "safetensors_prefetch_block_size",
-        "group": "LoadConfig",
-        "help": "Read size in bytes for each safetensors checkpoint file prefetch.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "human_int",
-    },
-    "--safetensors-prefetch-num-threads": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 8,
-        "deprecated": False,
-        "dest": "safetensors_prefetch_num_threads",
-        "group": "LoadConfig",
-        "help": (
-            "Number of worker threads used to prefetch safetensors checkpoint files into the OS page cache when "
-            "safetensors prefetching is enabled."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--scheduler-cls": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "scheduler_cls",
-        "group": "SchedulerConfig",
-        "help": (
-            'The scheduler class to use. "vllm.v1.core.sched.scheduler.Scheduler" is the default scheduler. Can be a '
-            'class directly or the path to a class of form "mod.custom_class".'
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--scheduler-reserve-full-isl": {
-        "action": "boolean_optional",
-        "aliases": ["--no-scheduler-reserve-full-isl"],
-        "choices": None,
-        "const": True,
-        "default": True,
-        "deprecated": False,
-        "dest": "scheduler_reserve_full_isl",
-        "group": "SchedulerConfig",
-        "help": (
-            "If True, the scheduler checks whether the full input sequence length fits in the KV cache before "
-            "admitting a new request, rather than only checking the first chunk. Prevents over-admission and KV cache "
-            "thrashing with chunked prefill."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--scheduling-policy": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["fcfs", "priority"],
-        "const": None,
-        "default": "fcfs",
-        "deprecated": False,
-        "dest": "scheduling_policy",
-        "group": "SchedulerConfig",
-        "help": "The scheduling policy to use:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--seed": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "seed",
-        "group": "ModelConfig",
-        "help": "Random seed for reproducibility.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--served-model-name": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "served_model_name",
-        "group": "ModelConfig",
-        "help": (
-            "The model name(s) used in the API. If multiple names are provided, the server will respond to any of the "
-            "provided names. The model name in the model field of a response will be the first name in this list. If "
-            "not specified, the model name will be the same as the `--model` argument. Noted that this name(s) will "
-            "also be used in `model_name` tag content of prometheus metrics, if multiple names provided, metrics tag "
-            "will take the first one."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--show-hidden-metrics-for-version": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "show_hidden_metrics_for_version",
-        "group": "ObservabilityConfig",
-        "help": (
-            "Enable deprecated Prometheus metrics that have been hidden since the specified version. For example, if a "
-            "previously deprecated metric has been hidden since the v0.7.0 release, you use "
-            "`--show-hidden-metrics-for-version=0.7` as a temporary escape hatch while you migrate to new metrics. The "
-            "metric is likely to be removed completely in an upcoming release."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--shutdown-timeout": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "shutdown_timeout",
-        "group": "options",
-        "help": "Shutdown timeout in seconds. 0 = abort, >0 = wait.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--skip-mm-profiling": {
-        "action": "boolean_optional",
-        "aliases": ["--no-skip-mm-profiling"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "skip_mm_profiling",
-        "group": "MultiModalConfig",
-        "help": (
-            "When enabled, skips multimodal memory profiling and only profiles with language backbone model during "
-            "engine initialization."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--skip-tokenizer-init": {
-        "action": "boolean_optional",
-        "aliases": ["--no-skip-tokenizer-init"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "skip_tokenizer_init",
-        "group": "ModelConfig",
-        "help": (
-            "Skip initialization of tokenizer and detokenizer. Expects valid `prompt_token_ids` and `None` for prompt "
-            "from the input. The generated output will contain token ids."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--sleep-mode-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "cumem",
-        "deprecated": False,
-        "dest": "sleep_mode_backend",
-        "group": "ModelConfig",
-        "help": (
-            'Mechanism used to free and restore GPU state for sleep mode. ``"cumem"`` (default) uses the built-in '
-            "``CuMemAllocator`` and is behavior-compatible with prior releases. Additional backends (CUDA checkpoint, "
-            "CRIU, durable snapshot) may be registered in-tree or by plugins (RFC #34303)."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--sleep-mode-offload-cudagraph": {
-        "action": "boolean_optional",
-        "aliases": ["--no-sleep-mode-offload-cudagraph"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "sleep_mode_offload_cudagraph",
-        "group": "ModelConfig",
-        "help": (
-            "Back up CUDA graph memory to CPU during sleep, restored in place on wake. Takes effect with "
-            "enable_sleep_mode, the cumem backend and CUDA graphs."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--sleep-preserve-parameter-names": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": [],
-        "deprecated": False,
-        "dest": "sleep_preserve_parameter_names",
-        "group": "ModelConfig",
-        "help": (
-            "Parameter-name globs to preserve across level-2 sleep. Use target globs for frozen Engram table weights "
-            "and scales omitted by the trainer (e.g. ``*.engram.embed_tokens.weight*``). Use ``draft.<name>`` for "
-            "draft-private parameters, or ``draft.*`` for all. The sender must omit these parameters; loaders must "
-            "preserve their storage."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": "+",
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--sparse-indexer-topk-backend": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["aiter", "auto", "cooperative", "deep_select", "flashinfer", "per_row", "persistent", "torch"],
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "sparse_indexer_topk_backend",
-        "group": "KernelConfig",
-        "help": "Backend for the DSA sparse indexer decode top-k kernel. Available options:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--spec-method": {
-        "action": "store",
-        "aliases": [],
-        "choices": [
-            "bailing_hybrid_mtp",
-            "bailing_hybrid_v3_mtp",
-            "custom_class",
-            "deepseek_mtp",
-            "dflash",
-            "dots3_note_mtp",
-            "draft_model",
-            "dspark",
-            "eagle",
-            "eagle3",
-            "ernie_mtp",
-            "exaone4_5_mtp",
-            "exaone_moe_mtp",
-            "extract_hidden_states",
-            "gemma4_mtp",
-            "glm4_moe_lite_mtp",
-            "glm4_moe_mtp",
-            "glm5_next_mtp",
-            "glm_ocr_mtp",
-            "hy_v3_mtp",
-            "hy_v4_mtp",
-            "inkling_mtp",
-            "kimi_k3_mtp",
-            "longcat_flash_mtp",
-            "mimo_mtp",
-            "mimo_v2_mtp",
-            "minimax_m3_mtp",
-            "mtp",
-            "nemotron_h_mtp",
-            "ngram",
-            "ngram_gpu",
-            "pangu_ultra_moe_mtp",
-            "qwen3_5_mtp",
-            "qwen3_next_mtp",
-            "qwen4_exp_mtp",
-            "step3p5_mtp",
-            "step5_mtp",
-            "suffix",
-            None,
-        ],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "spec_method",
-        "group": "VllmConfig",
-        "help": (
-            "The name of the speculative method to use. If users provide and set the `model` param, the speculative "
-            "method type will be detected automatically if possible, if `model` param is not provided, the method name "
-            "must be provided."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--spec-model": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "spec_model",
-        "group": "VllmConfig",
-        "help": "The name of the draft model, eagle head, or additional weights, if provided.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--spec-tokens": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "spec_tokens",
-        "group": "VllmConfig",
-        "help": (
-            "The number of speculative tokens, if provided. It will default to the number in the draft model config if "
-            "present, otherwise, it is required."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--specialize-active-lora": {
-        "action": "boolean_optional",
-        "aliases": ["--no-specialize-active-lora"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "specialize_active_lora",
-        "group": "LoRAConfig",
-        "help": (
-            "Whether to construct lora kernel grid by the number of active LoRA adapters. When set to True, separate "
-            "cuda graphs will be captured for different counts of active LoRAs (powers of 2 up to max_loras), which "
-            "can improve performance for variable LoRA usage patterns at the cost of increased startup time and memory "
-            "usage. Only takes effect when cudagraph_specialize_lora is True."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--speculative-config": {
-        "action": "store",
-        "aliases": ["-sc"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "speculative_config",
-        "group": "VllmConfig",
-        "help": "Speculative decoding configuration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--sse-keep-alive-interval": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "sse_keep_alive_interval",
-        "group": "Frontend",
-        "help": (
-            "Send an SSE keep-alive comment line every this many seconds when a `/v1/chat/completions` or "
-            "`/v1/completions` streaming response is idle (queued, prefill, or between tokens), to prevent reverse "
-            "proxies/tunnels with read timeouts from closing the connection. Defaults to 0, which disables keep-alive "
-            "comments entirely."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--ssl-ca-certs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "ssl_ca_certs",
-        "group": "Frontend",
-        "help": "The CA certificates file.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--ssl-cert-reqs": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "ssl_cert_reqs",
-        "group": "Frontend",
-        "help": "Whether client certificate is required (see stdlib ssl module's).",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--ssl-certfile": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "ssl_certfile",
-        "group": "Frontend",
-        "help": "The file path to the SSL cert file.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--ssl-ciphers": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "ssl_ciphers",
-        "group": "Frontend",
-        "help": (
-            "SSL cipher suites for HTTPS (TLS 1.2 and below only). Example: "
-            "'ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305'"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--ssl-keyfile": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "ssl_keyfile",
-        "group": "Frontend",
-        "help": "The file path to the SSL key file.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--stream-interval": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "stream_interval",
-        "group": "SchedulerConfig",
-        "help": (
-            "The interval (or buffer size) for streaming in terms of token length. A smaller value (1) makes streaming "
-            "smoother by sending each token immediately, while a larger value (e.g., 10) reduces host overhead and may "
-            "increase throughput by batching multiple tokens before sending."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--structured-outputs-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<StructuredOutputsConfig defaults>",
-        "deprecated": False,
-        "dest": "structured_outputs_config",
-        "group": "VllmConfig",
-        "help": "Structured outputs configuration.",
-        "hidden": False,
-        "json_class": "StructuredOutputsConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--swa-bounded-replay": {
-        "action": "boolean_optional",
-        "aliases": ["--no-swa-bounded-replay"],
-        "choices": None,
-        "const": True,
-        "default": True,
-        "deprecated": False,
-        "dest": "swa_bounded_replay",
-        "group": "CacheConfig",
-        "help": (
-            "Keep the sliding-window KV of models that support it (DeepSeek-V4.1) out of prefix caching and rebuild it "
-            "after a prefix hit by recomputing the hit's last window. The layers past the last KV-source layer then "
-            "also run eager prefill steps on each request's trailing window only. Requires model runner V2."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--tensor-parallel-size": {
-        "action": "store",
-        "aliases": ["-tp"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "tensor_parallel_size",
-        "group": "ParallelConfig",
-        "help": "Number of tensor parallel groups.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--tokenizer": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "tokenizer",
-        "group": "ModelConfig",
-        "help": "Name or path of the Hugging Face tokenizer to use. If unspecified, model name or path will be used.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--tokenizer-mode": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "tokenizer_mode",
-        "group": "ModelConfig",
-        "help": "Tokenizer mode:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--tokenizer-revision": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "tokenizer_revision",
-        "group": "ModelConfig",
-        "help": (
-            "The specific revision to use for the tokenizer on the Hugging Face Hub. It can be a branch name, a tag "
-            "name, or a commit id. If unspecified, will use the default version."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--tokens-only": {
-        "action": "boolean_optional",
-        "aliases": ["--no-tokens-only"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "tokens_only",
-        "group": "Frontend",
-        "help": (
-            "If set to True, only enable the Tokens In<>Out endpoint. This is intended for use in a Disaggregated "
-            "Everything setup."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--tool-call-parser": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "tool_call_parser",
-        "group": "Frontend",
-        "help": (
-            "Select the tool call parser depending on the model that you're using. This is used to parse the "
-            "model-generated tool call into OpenAI API format. Required for `--enable-auto-tool-choice`. You can "
-            "choose any option from the built-in parsers or register a plugin via `--tool-parser-plugin`."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--tool-parser-plugin": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "",
-        "deprecated": False,
-        "dest": "tool_parser_plugin",
-        "group": "Frontend",
-        "help": (
-            "Special the tool parser plugin write to parse the model-generated tool into OpenAI API format, the name "
-            "register in this plugin can be used in `--tool-call-parser`."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--tool-server": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "tool_server",
-        "group": "Frontend",
-        "help": (
-            "Comma-separated list of host:port pairs (IPv4, IPv6, or hostname). Examples: 127.0.0.1:8000, [::1]:8000, "
-            "localhost:1234. Or `demo` for built-in demo tools (browser and Python code interpreter). WARNING: The "
-            "`demo` Python tool executes model-generated code in Docker without network isolation by default. See the "
-            "security guide for more information."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--tool-strict-level": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["auto", "function", "parameter", None],
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "tool_strict_level",
-        "group": "Frontend",
-        "help": (
-            "Server-side floor for structural-tag based tool calling, applied on top of the per-tool `strict` field. "
-            "`auto` follows the request's tool choice and per-tool strictness; `function` constrains the tool-call "
-            "envelope (markup and function name) for every request with tools; `parameter` additionally pins argument "
-            "schemas, as if every tool were `strict: true`. When unset, the tool parser's default level applies, which "
-            "is `auto` for most parsers."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--trust-remote-code": {
-        "action": "boolean_optional",
-        "aliases": ["--no-trust-remote-code"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "trust_remote_code",
-        "group": "ModelConfig",
-        "help": "Trust remote code (e.g., from HuggingFace) when downloading the model and tokenizer.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--trust-request-chat-template": {
-        "action": "boolean_optional",
-        "aliases": ["--no-trust-request-chat-template"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "trust_request_chat_template",
-        "group": "Frontend",
-        "help": (
-            "Whether to trust the chat template provided in the request. If False, the server will always use the chat "
-            "template specified by `--chat-template` or the ones from tokenizer."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--trust-request-mm-kwargs": {
-        "action": "boolean_optional",
-        "aliases": ["--no-trust-request-mm-kwargs"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "trust_request_mm_kwargs",
-        "group": "Frontend",
-        "help": (
-            "Whether to trust per-request multimodal kwargs (`mm_processor_kwargs` and `media_io_kwargs`). If False, "
-            "the server rejects non-empty values because they can change multimodal preprocessing resource usage. Only "
-            "enable this when API clients are trusted."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--ubatch-size": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "ubatch_size",
-        "group": "ParallelConfig",
-        "help": "Number of ubatch size.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "--uds": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "uds",
-        "group": "Frontend",
-        "help": "Unix domain socket path. If set, host and port arguments are ignored.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--use-fp64-gumbel": {
-        "action": "boolean_optional",
-        "aliases": ["--no-use-fp64-gumbel"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "use_fp64_gumbel",
-        "group": "ModelConfig",
-        "help": (
-            "Whether to use FP64 (instead of FP32) random noise for Gumbel-max and equivalent exponential-race "
-            "sampling. FP64 preserves lower-tail sampling events that fp32 uniform/exponential draws can truncate, at "
-            "the cost of significantly lower throughput on most GPUs."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--use-replayssm": {
-        "action": "boolean_optional",
-        "aliases": ["--no-use-replayssm"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "use_replayssm",
-        "group": "CacheConfig",
-        "help": (
-            "Use the ReplaySSM Mamba2 decode kernel: cache recent SSM inputs and skip the per-step full-state store, "
-            "writing the checkpoint back only on flush. Requires the Triton or FlashInfer mamba backend; FlashInfer "
-            "does not support prefix caching yet. Mamba2 speculative decode requires FlashInfer. With prefix caching, "
-            "flushes are most efficient when mamba_block_size is a multiple of replayssm_buffer_len, but this is not "
-            "required."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--use-tqdm-on-load": {
-        "action": "boolean_optional",
-        "aliases": ["--no-use-tqdm-on-load"],
-        "choices": None,
-        "const": True,
-        "default": True,
-        "deprecated": False,
-        "dest": "use_tqdm_on_load",
-        "group": "LoadConfig",
-        "help": "Whether to enable tqdm for showing progress bar when loading model weights.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "--uvicorn-log-level": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["critical", "debug", "error", "info", "trace", "warning"],
-        "const": None,
-        "default": "info",
-        "deprecated": False,
-        "dest": "uvicorn_log_level",
-        "group": "Frontend",
-        "help": "Log level for uvicorn.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--video-pruning-method": {
-        "action": "store",
-        "aliases": [],
-        "choices": ["evs", "vidcom2"],
-        "const": None,
-        "default": "evs",
-        "deprecated": False,
-        "dest": "video_pruning_method",
-        "group": "MultiModalConfig",
-        "help": "Video token pruning algorithm applied when `video_pruning_rate` > 0:",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--video-pruning-rate": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "video_pruning_rate",
-        "group": "MultiModalConfig",
-        "help": (
-            "Fraction of video tokens to prune from each video. Value sits in range [0;1); pruning is enabled when it "
-            "is greater than 0. The pruning algorithm is selected by `video_pruning_method`."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--watchdog-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "<WatchdogConfig defaults>",
-        "deprecated": False,
-        "dest": "watchdog_config",
-        "group": "VllmConfig",
-        "help": "Configuration for the stack-dump watchdog.",
-        "hidden": False,
-        "json_class": "WatchdogConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--watermark": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": 0.0,
-        "deprecated": False,
-        "dest": "watermark",
-        "group": "SchedulerConfig",
-        "help": (
-            "Fraction of total KV cache blocks to keep free (the watermark) when admitting waiting or preempted "
-            "requests into the running queue. This headroom helps avoid frequent KV cache eviction and the resulting "
-            "repeated preemption of requests when GPU memory is scarce. Must be in the range [0.0, 1.0); 0.0 (the "
-            "default) disables the watermark."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "float",
-    },
-    "--watermark-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "watermark_config",
-        "group": "VllmConfig",
-        "help": "Text watermarking configuration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--weight-transfer-config": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "weight_transfer_config",
-        "group": "VllmConfig",
-        "help": "The configurations for weight transfer during RL training.",
-        "hidden": False,
-        "json_class": "WeightTransferConfig",
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "--worker-cls": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "auto",
-        "deprecated": False,
-        "dest": "worker_cls",
-        "group": "ParallelConfig",
-        "help": (
-            'The full name of the worker class to use. If "auto", the worker class will be determined based on the '
-            "platform."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "--worker-extension-cls": {
-        "action": "store",
-        "aliases": [],
-        "choices": None,
-        "const": None,
-        "default": "",
-        "deprecated": False,
-        "dest": "worker_extension_cls",
-        "group": "ParallelConfig",
-        "help": (
-            "The full name of the worker extension class to use. The worker extension class is dynamically inherited "
-            "by the worker class. This is used to inject new attributes and methods to the worker class for use in "
-            "collective_rpc calls. It may also define `init_worker_extension(self)`, called after device and "
-            "distributed initialization but before model loading, and `destroy_worker_extension(self)`, called "
-            "(best-effort) before the worker shuts down."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "-ac": {
-        "action": "store",
-        "aliases": ["--attention-config"],
-        "choices": None,
-        "const": None,
-        "default": "<AttentionConfig defaults>",
-        "deprecated": False,
-        "dest": "attention_config",
-        "group": "VllmConfig",
-        "help": "Attention configuration.",
-        "hidden": False,
-        "json_class": "AttentionConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "-asc": {
-        "action": "store",
-        "aliases": ["--api-server-count"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "api_server_count",
-        "group": "options",
-        "help": "How many API server processes to run. Defaults to data_parallel_size if not specified.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-cc": {
-        "action": "store",
-        "aliases": ["--compilation-config"],
-        "choices": None,
-        "const": None,
-        "default": "<CompilationConfig defaults>",
-        "deprecated": False,
-        "dest": "compilation_config",
-        "group": "VllmConfig",
-        "help": "`torch.compile` and cudagraph capture configuration for the model.",
-        "hidden": False,
-        "json_class": "CompilationConfig",
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "json",
-    },
-    "-dc": {
-        "action": "store",
-        "aliases": ["--diffusion-config"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "diffusion_config",
-        "group": "VllmConfig",
-        "help": "Diffusion LLM (dLLM) configuration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "-dcp": {
-        "action": "store",
-        "aliases": ["--decode-context-parallel-size"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "decode_context_parallel_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Number of ranks that shard the decode KV cache. DCP does not expand the process world size. Without PCP, "
-            "DCP reuses TP ranks. With PCP, DCP either spans the PCP axis or the full TP x PCP block."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-dp": {
-        "action": "store",
-        "aliases": ["--data-parallel-size"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "data_parallel_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Number of data parallel groups. MoE layers will be sharded according to the product of the tensor, "
-            "prefill-context, and data parallel sizes."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-dpa": {
-        "action": "store",
-        "aliases": ["--data-parallel-address"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_address",
-        "group": "ParallelConfig",
-        "help": "Address of data parallel cluster head-node.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "-dpb": {
-        "action": "store",
-        "aliases": ["--data-parallel-backend"],
-        "choices": None,
-        "const": None,
-        "default": "mp",
-        "deprecated": False,
-        "dest": "data_parallel_backend",
-        "group": "ParallelConfig",
-        "help": 'Backend for data parallel, either "mp" or "ray".',
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "str",
-    },
-    "-dpe": {
-        "action": "boolean_optional",
-        "aliases": ["--data-parallel-external-lb", "--no-data-parallel-external-lb"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_external_lb",
-        "group": "ParallelConfig",
-        "help": (
-            'Whether to use "external" DP LB mode. Applies only to online serving and when data_parallel_size > 0. '
-            'This is useful for a "one-pod-per-rank" wide-EP setup in Kubernetes. Supported only for MoE deployments; '
-            "non-MoE models should use independent vLLM instances without --data-parallel-* arguments. Set implicitly "
-            "when --data-parallel-rank is provided explicitly to vllm serve."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "-dph": {
-        "action": "boolean_optional",
-        "aliases": ["--data-parallel-hybrid-lb", "--no-data-parallel-hybrid-lb"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_hybrid_lb",
-        "group": "ParallelConfig",
-        "help": (
-            'Whether to use "hybrid" DP LB mode. Applies only to online serving and when data_parallel_size > 0. '
-            'Enables running an AsyncLLM and API server on a "per-node" basis where vLLM load balances between local '
-            "data parallel ranks, but an external LB balances between vLLM nodes/replicas. Set explicitly in "
-            "conjunction with"
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "-dpl": {
-        "action": "store",
-        "aliases": ["--data-parallel-size-local"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_size_local",
-        "group": "ParallelConfig",
-        "help": "Number of data parallel replicas to run on this node.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-dpm": {
-        "action": "store_true",
-        "aliases": ["--data-parallel-multi-port-external-lb"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "data_parallel_multi_port_external_lb",
-        "group": "ParallelConfig",
-        "help": (
-            "Run a node-local supervisor that launches one external-LB API server per local data parallel rank and "
-            "exposes aggregated health on a supervisor port."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "-dpn": {
-        "action": "store",
-        "aliases": ["--data-parallel-rank"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_rank",
-        "group": "ParallelConfig",
-        "help": (
-            "Data parallel rank of this instance. When set, enables external load balancer mode for MoE data-parallel "
-            "deployments. Unsupported for non-MoE models; launch independent vLLM instances instead."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-dpp": {
-        "action": "store",
-        "aliases": ["--data-parallel-rpc-port"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_rpc_port",
-        "group": "ParallelConfig",
-        "help": "Fixed port for data parallel RPC communication. All nodes must use the same port.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-dpr": {
-        "action": "store",
-        "aliases": ["--data-parallel-start-rank"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "data_parallel_start_rank",
-        "group": "ParallelConfig",
-        "help": "Starting data parallel rank for secondary nodes.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-ep": {
-        "action": "boolean_optional",
-        "aliases": ["--disable-expert-parallel", "--enable-expert-parallel", "--no-enable-expert-parallel"],
-        "choices": None,
-        "const": True,
-        "default": False,
-        "deprecated": False,
-        "dest": "enable_expert_parallel",
-        "group": "ParallelConfig",
-        "help": "Use expert parallelism instead of tensor parallelism for MoE layers.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "bool",
-    },
-    "-h": {
-        "action": "help",
-        "aliases": ["--help"],
-        "choices": None,
-        "const": None,
-        "default": "==SUPPRESS==",
-        "deprecated": False,
-        "dest": "help",
-        "group": "options",
-        "help": "show this help message and exit",
-        "hidden": False,
-        "json_class": None,
-        "nargs": 0,
-        "optional": False,
-        "takes_value": False,
-        "type": "none",
-    },
-    "-n": {
-        "action": "store",
-        "aliases": ["--nnodes"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "nnodes",
-        "group": "ParallelConfig",
-        "help": "num of nodes for multi-node distributed inference when distributed_executor_backend is mp.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-pcp": {
-        "action": "store",
-        "aliases": ["--prefill-context-parallel-size"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "prefill_context_parallel_size",
-        "group": "ParallelConfig",
-        "help": (
-            "Number of ranks that split prefill sequence computation. PCP expands the process world size but does not "
-            "increase the KV-cache shard count."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-pp": {
-        "action": "store",
-        "aliases": ["--pipeline-parallel-size"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "pipeline_parallel_size",
-        "group": "ParallelConfig",
-        "help": "Number of pipeline parallel groups.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-q": {
-        "action": "store",
-        "aliases": ["--quantization"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "quantization",
-        "group": "ModelConfig",
-        "help": (
-            "Method used to quantize the weights. If `None`, we first check the `quantization_config` attribute in the "
-            "model config file. If that is `None`, we assume the model weights are not quantized and use `dtype` to "
-            "determine the data type of the weights."
-        ),
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "str",
-    },
-    "-r": {
-        "action": "store",
-        "aliases": ["--node-rank"],
-        "choices": None,
-        "const": None,
-        "default": 0,
-        "deprecated": False,
-        "dest": "node_rank",
-        "group": "ParallelConfig",
-        "help": "distributed node rank for multi-node distributed inference when distributed_executor_backend is mp.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-    "-sc": {
-        "action": "store",
-        "aliases": ["--speculative-config"],
-        "choices": None,
-        "const": None,
-        "default": None,
-        "deprecated": False,
-        "dest": "speculative_config",
-        "group": "VllmConfig",
-        "help": "Speculative decoding configuration.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": True,
-        "takes_value": True,
-        "type": "json",
-    },
-    "-tp": {
-        "action": "store",
-        "aliases": ["--tensor-parallel-size"],
-        "choices": None,
-        "const": None,
-        "default": 1,
-        "deprecated": False,
-        "dest": "tensor_parallel_size",
-        "group": "ParallelConfig",
-        "help": "Number of tensor parallel groups.",
-        "hidden": False,
-        "json_class": None,
-        "nargs": None,
-        "optional": False,
-        "takes_value": True,
-        "type": "int",
-    },
-}
+# The table is JSON text, one option string a line (a long one continued on the next lines): Python compiles
+# one string far faster than the same data as dict literals (about 15 ms against 55 ms to compile and load it,
+# which every ansible-playbook run that plans pays: Ansible's collection loader keeps no bytecode).
+SERVE_OPTIONS: dict[str, dict[str, Any]] = json.loads(
+    '{"--additional-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": {}, '
+    '"deprecated": false, "dest": "additional_config", "group": "VllmConfig", "help": "Additional config for specified '
+    "platform. Different platforms may support different configs. Make sure the configs are valid for the platform you "
+    'are using. Contents must be hashable.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "json_or_str"}, '
+    '"--aggregate-engine-logging": {"action": "store_true", "aliases": [], "choices": null, "const": true, "default": '
+    'false, "deprecated": false, "dest": "aggregate_engine_logging", "group": "options", "help": "Log aggregate rather '
+    'than per-engine statistics when using data parallelism.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--all2all-backend": {"action": "store", "aliases": [], "choices": ["allgather_reducescatter", '
+    '"deepep_high_throughput", "deepep_low_latency", "deepep_v2", "flashinfer_all2allv", '
+    '"flashinfer_nvlink_one_sided", "flashinfer_nvlink_two_sided", "moonep", "mori_high_throughput", '
+    '"mori_low_latency", "naive", "nixl_ep", "pplx"], "const": null, "default": "allgather_reducescatter", '
+    '"deprecated": false, "dest": "all2all_backend", "group": "ParallelConfig", "help": "All2All backend for MoE '
+    'expert parallel communication. Available options:", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "str"}, '
+    '"--allow-credentials": {"action": "boolean_optional", "aliases": ["--no-allow-credentials"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "allow_credentials", "group": "Frontend", "help": '
+    '"Allow credentials.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--allow-deprecated-quantization": {"action": "boolean_optional", "aliases": '
+    '["--no-allow-deprecated-quantization"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "allow_deprecated_quantization", "group": "ModelConfig", "help": "Whether to allow deprecated '
+    'quantization methods.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--allowed-headers": {"action": "store", "aliases": [], "choices": null, "const": null, "default": ["*"], '
+    '"deprecated": false, "dest": "allowed_headers", "group": "Frontend", "help": "Allowed headers.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--allowed-local-media-path": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "", '
+    '"deprecated": false, "dest": "allowed_local_media_path", "group": "ModelConfig", "help": "Allowing API requests '
+    "to read local images or videos from directories specified by the server file system. This is a security risk. "
+    'Should only be enabled in trusted environments.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--allowed-media-domains": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "allowed_media_domains", "group": "ModelConfig", "help": "If set, only media URLs '
+    'that belong to this domain can be used for multi-modal inputs.", "hidden": false, "json_class": null, "nargs": '
+    '"+", "optional": true, "takes_value": true, "type": "str"}, '
+    '"--allowed-methods": {"action": "store", "aliases": [], "choices": null, "const": null, "default": ["*"], '
+    '"deprecated": false, "dest": "allowed_methods", "group": "Frontend", "help": "Allowed methods.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--allowed-origins": {"action": "store", "aliases": [], "choices": null, "const": null, "default": [], '
+    '"deprecated": false, "dest": "allowed_origins", "group": "Frontend", "help": "Allowed origins. Cross-origin '
+    'browser access is disabled by default.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "json"}, '
+    '"--anthropic-disabled-thinking-effort": {"action": "store", "aliases": [], "choices": ["auto", "high", "low", '
+    '"max", "medium", "none", "xhigh"], "const": null, "default": "auto", "deprecated": false, "dest": '
+    '"anthropic_disabled_thinking_effort", "group": "Frontend", "help": "The ``reasoning_effort`` used for Anthropic '
+    'Messages, token counting, and render requests with ``thinking: {\\"type\\": \\"disabled\\"}``. ``none`` turns '
+    "thinking off for models that support it; ``low`` suits models that always think (e.g. GLM-5.3) or reject ``none`` "
+    "(e.g. gpt-oss). ``auto`` (default) uses ``low`` when the renderer rejects ``none`` or renders it the same as a "
+    'thinking effort, and ``none`` otherwise.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--api-key": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "api_key", "group": "Frontend", "help": "If provided, the server will require one of these keys to '
+    'be presented in the header.", "hidden": false, "json_class": null, "nargs": "+", "optional": true, "takes_value": '
+    'true, "type": "str"}, '
+    '"--api-server-count": {"action": "store", "aliases": ["-asc"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "api_server_count", "group": "options", "help": "How many API server processes to '
+    'run. Defaults to data_parallel_size if not specified.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"--async-scheduling": {"action": "boolean_optional", "aliases": ["--no-async-scheduling"], "choices": null, '
+    '"const": true, "default": null, "deprecated": false, "dest": "async_scheduling", "group": "SchedulerConfig", '
+    '"help": "If set to False, disable async scheduling. Async scheduling helps to avoid gaps in GPU utilization, '
+    'leading to better latency and throughput.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--attention-backend": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "attention_backend", "group": "AttentionConfig", "help": "Attention backend to use. '
+    'Use \\"auto\\" or None for automatic selection.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'true, "takes_value": true, "type": "str"}, '
+    '"--attention-config": {"action": "store", "aliases": ["-ac"], "choices": null, "const": null, "default": '
+    '"<AttentionConfig defaults>", "deprecated": false, "dest": "attention_config", "group": "VllmConfig", "help": '
+    '"Attention configuration.", "hidden": false, "json_class": "AttentionConfig", "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "json"}, '
+    '"--aux-output-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '"<AuxOutputConfig defaults>", "deprecated": false, "dest": "aux_output_config", "group": "VllmConfig", "help": '
+    '"Execution auxiliary output configuration.", "hidden": false, "json_class": "AuxOutputConfig", "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "json"}, '
+    '"--block-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "block_size", "group": "CacheConfig", "help": "Size of a contiguous cache block in number of '
+    'tokens. Accepts None (meaning \\"use default\\"). After construction, always int.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--chat-template": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "chat_template", "group": "Frontend", "help": "The file path to the chat template, '
+    'or the template in single-line form for the specified model.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--chat-template-content-format": {"action": "store", "aliases": [], "choices": ["auto", "openai", "string"], '
+    '"const": null, "default": "auto", "deprecated": false, "dest": "chat_template_content_format", "group": '
+    '"Frontend", "help": "The format to render message content within a chat template.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--code-revision": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "code_revision", "group": "ModelConfig", "help": "The specific revision to use for '
+    "the model code on the Hugging Face Hub. It can be a branch name, a tag name, or a commit id. If unspecified, will "
+    'use the default version.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": '
+    'true, "type": "str"}, '
+    '"--cohere-format": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "cmd4", '
+    '"deprecated": false, "dest": "cohere_format", "group": "Frontend", "help": "Cohere ``--tokenizer-mode cohere`` '
+    "only. Which Cohere prompt format to render: ``cmd4`` (current Command A+ models; default) or ``cmd3`` (earlier "
+    "Cmd-A and Cmd-A reasoning models). Selecting the wrong format silently produces a prompt the model wasn't trained "
+    "on, which most commonly manifests as the model emitting text but no citations / tool calls / thinking blocks. "
+    'Equivalent to passing ``--default-chat-template-kwargs \'{\\"cohere_format\\": \\"...\\"}\'`` -- any explicit '
+    'request-level ``chat_template_kwargs.cohere_format`` takes priority.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--cohere-is-reasoning-model": {"action": "boolean_optional", "aliases": ["--no-cohere-is-reasoning-model"], '
+    '"choices": null, "const": true, "default": true, "deprecated": false, "dest": "cohere_is_reasoning_model", '
+    '"group": "Frontend", "help": "Cohere ``/cohere/v2/chat`` only. Whether the served model is a reasoning '
+    "Command-family model. When True (default), the assistant's chain-of-thought is surfaced as a ``thinking`` content "
+    "block (or ``content-*`` events on the stream). When False, reasoning is surfaced as Cohere's ``tool_plan`` field "
+    "(or ``tool-plan-delta`` events) whenever the model emits tool calls, matching older non- reasoning Command "
+    'models. Has no effect on the non-Cohere endpoints.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--collect-detailed-traces": {"action": "store", "aliases": [], "choices": ["all", "model", "worker", null], '
+    '"const": null, "default": null, "deprecated": false, "dest": "collect_detailed_traces", "group": '
+    '"ObservabilityConfig", "help": "It makes sense to set this only if `--otlp-traces-endpoint` is set. If set, it '
+    "will collect detailed traces for the specified modules. This involves use of possibly costly and or blocking "
+    'operations and hence might have a performance impact.", "hidden": false, "json_class": null, "nargs": "+", '
+    '"optional": true, "takes_value": true, "type": "str"}, '
+    '"--compilation-config": {"action": "store", "aliases": ["-cc"], "choices": null, "const": null, "default": '
+    '"<CompilationConfig defaults>", "deprecated": false, "dest": "compilation_config", "group": "VllmConfig", "help": '
+    '"`torch.compile` and cudagraph capture configuration for the model.", "hidden": false, "json_class": '
+    '"CompilationConfig", "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "config", "group": "options", "help": "Read CLI options from a config file. Must be a YAML with '
+    'the following options: https://docs.vllm.ai/en/latest/configuration/serve_args.html", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--config-format": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "auto", '
+    '"deprecated": false, "dest": "config_format", "group": "ModelConfig", "help": "The format of the model config to '
+    'load:", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"str"}, '
+    '"--convert": {"action": "store", "aliases": [], "choices": ["auto", "classify", "embed", "none"], "const": null, '
+    '"default": "auto", "deprecated": false, "dest": "convert", "group": "ModelConfig", "help": "Convert the model '
+    "using adapters defined in [vllm.model_executor.models.adapters][]. The most common use case is to adapt a text "
+    'generation model to be used for pooling tasks.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--cp-kv-cache-interleave-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "cp_kv_cache_interleave_size", "group": "ParallelConfig", "help": "Interleave '
+    "size of kv_cache storage while using DCP. Store interleave_size tokens on dcp_rank i, then store next "
+    "interleave_size tokens on dcp_rank i+1. Interleave_size=1: token-level alignment, where token `i` is stored on "
+    "dcp_rank `i % dcp_world_size`. Interleave_size=block_size: block-level alignment, where tokens are first "
+    "populated to the preceding ranks. Tokens are then stored in (rank i+1, block j) only after (rank i, block j) is "
+    "fully occupied. Block_size should be greater than or equal to cp_kv_cache_interleave_size. Block_size should be "
+    'divisible by cp_kv_cache_interleave_size.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "int"}, '
+    '"--cpu-distributed-timeout-seconds": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": null, "deprecated": false, "dest": "cpu_distributed_timeout_seconds", "group": "ParallelConfig", '
+    '"help": "Timeout (in seconds) for cpu communication groups. If None, PyTorch\'s default timeout is used (1800s '
+    'for gloo).", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": '
+    '"int"}, '
+    '"--cpu-offload-gb": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, '
+    '"deprecated": false, "dest": "cpu_offload_gb", "group": "OffloadConfig", "help": "The space in GiB to offload to '
+    "CPU, per GPU. Default is 0, which means no offloading. Intuitively, this argument can be seen as a virtual way to "
+    "increase the GPU memory size. For example, if you have one 24 GB GPU and set this to 10, virtually you can think "
+    "of it as a 34 GB GPU. Then you can load a 13B model with BF16 weight, which requires at least 26GB GPU memory. "
+    "Note that this requires fast CPU-GPU interconnect, as part of the model is loaded from CPU memory to GPU memory "
+    'on the fly in each model forward pass. This uses UVA (Unified Virtual Addressing) for zero-copy access.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "float"}, '
+    '"--cpu-offload-params": {"action": "store", "aliases": [], "choices": null, "const": null, "default": [], '
+    '"deprecated": false, "dest": "cpu_offload_params", "group": "OffloadConfig", "help": "The set of parameter name '
+    "segments to target for CPU offloading. Unmatched parameters are not offloaded. If this set is empty, parameters "
+    'are offloaded non-selectively until the memory limit defined by `cpu_offload_gb` is reached. Examples:", '
+    '"hidden": false, "json_class": null, "nargs": "+", "optional": false, "takes_value": true, "type": "str"}, '
+    '"--cudagraph-capture-sizes": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "cudagraph_capture_sizes", "group": "CompilationConfig", "help": "Sizes to capture '
+    'cudagraph.", "hidden": false, "json_class": null, "nargs": "+", "optional": false, "takes_value": true, "type": '
+    '"int"}, '
+    '"--cudagraph-metrics": {"action": "boolean_optional", "aliases": ["--no-cudagraph-metrics"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "cudagraph_metrics", "group": '
+    '"ObservabilityConfig", "help": "Enable CUDA graph metrics (number of padded/unpadded tokens, runtime cudagraph '
+    'dispatch modes, and their observed frequencies at every logging interval).", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--custom-histogram-buckets": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "custom_histogram_buckets", "group": "ObservabilityConfig", "help": "Custom '
+    "Prometheus histogram bucket boundaries, as a JSON mapping from bucket-family key to a list of strictly "
+    "increasing, positive, finite upper bounds. When a family key is present, its list replaces the default buckets "
+    "for every histogram in that family; families not listed keep their defaults. Known families: `request_latency`, "
+    "`time_to_first_token`, `inter_token_latency`, `iteration_tokens`, `request_params_n`, `request_num_preemptions`, "
+    '`request_tokens`, `kv_cache_residency`. Example: `--custom-histogram-buckets \'{\\"request_latency\\": [0.01, '
+    '0.05, 0.1, 0.5]}\'`. Note that every extra bucket adds one time series per metric and label set.", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "json"}, '
+    '"--data-parallel-address": {"action": "store", "aliases": ["-dpa"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_address", "group": "ParallelConfig", "help": "Address of data '
+    'parallel cluster head-node.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--data-parallel-backend": {"action": "store", "aliases": ["-dpb"], "choices": null, "const": null, "default": '
+    '"mp", "deprecated": false, "dest": "data_parallel_backend", "group": "ParallelConfig", "help": "Backend for data '
+    'parallel, either \\"mp\\" or \\"ray\\".", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--data-parallel-external-lb": {"action": "boolean_optional", "aliases": ["--no-data-parallel-external-lb", '
+    '"-dpe"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"data_parallel_external_lb", "group": "ParallelConfig", "help": "Whether to use \\"external\\" DP LB mode. '
+    'Applies only to online serving and when data_parallel_size > 0. This is useful for a \\"one-pod-per-rank\\" '
+    "wide-EP setup in Kubernetes. Supported only for MoE deployments; non-MoE models should use independent vLLM "
+    "instances without --data-parallel-* arguments. Set implicitly when --data-parallel-rank is provided explicitly to "
+    'vllm serve.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--data-parallel-hybrid-lb": {"action": "boolean_optional", "aliases": ["--no-data-parallel-hybrid-lb", "-dph"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "data_parallel_hybrid_lb", '
+    '"group": "ParallelConfig", "help": "Whether to use \\"hybrid\\" DP LB mode. Applies only to online serving and '
+    'when data_parallel_size > 0. Enables running an AsyncLLM and API server on a \\"per-node\\" basis where vLLM load '
+    "balances between local data parallel ranks, but an external LB balances between vLLM nodes/replicas. Set "
+    'explicitly in conjunction with", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--data-parallel-multi-port-external-lb": {"action": "store_true", "aliases": ["-dpm"], "choices": null, "const": '
+    'true, "default": false, "deprecated": false, "dest": "data_parallel_multi_port_external_lb", "group": '
+    '"ParallelConfig", "help": "Run a node-local supervisor that launches one external-LB API server per local data '
+    'parallel rank and exposes aggregated health on a supervisor port.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--data-parallel-rank": {"action": "store", "aliases": ["-dpn"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "data_parallel_rank", "group": "ParallelConfig", "help": "Data parallel rank of this '
+    "instance. When set, enables external load balancer mode for MoE data-parallel deployments. Unsupported for "
+    'non-MoE models; launch independent vLLM instances instead.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"--data-parallel-rpc-port": {"action": "store", "aliases": ["-dpp"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_rpc_port", "group": "ParallelConfig", "help": "Fixed port for '
+    'data parallel RPC communication. All nodes must use the same port.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--data-parallel-size": {"action": "store", "aliases": ["-dp"], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "data_parallel_size", "group": "ParallelConfig", "help": "Number of data parallel '
+    "groups. MoE layers will be sharded according to the product of the tensor, prefill-context, and data parallel "
+    'sizes.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"int"}, '
+    '"--data-parallel-size-local": {"action": "store", "aliases": ["-dpl"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_size_local", "group": "ParallelConfig", "help": "Number of data '
+    'parallel replicas to run on this node.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--data-parallel-start-rank": {"action": "store", "aliases": ["-dpr"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_start_rank", "group": "ParallelConfig", "help": "Starting data '
+    'parallel rank for secondary nodes.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--data-parallel-supervisor-port": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '9256, "deprecated": false, "dest": "data_parallel_supervisor_port", "group": "Frontend", "help": "HTTP port for '
+    'aggregated health endpoints in multi-port external LB mode.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"--dbo-decode-token-threshold": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 32, '
+    '"deprecated": false, "dest": "dbo_decode_token_threshold", "group": "ParallelConfig", "help": "The threshold for '
+    "dual batch overlap for batches only containing decodes. If the number of tokens in the request is greater than "
+    'this threshold, microbatching will be used. Otherwise, the request will be processed in a single batch.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--dbo-prefill-token-threshold": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '512, "deprecated": false, "dest": "dbo_prefill_token_threshold", "group": "ParallelConfig", "help": "The '
+    "threshold for dual batch overlap for batches that contain one or more prefills. If the number of tokens in the "
+    "request is greater than this threshold, microbatching will be used. Otherwise, the request will be processed in a "
+    'single batch.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--dcp-comm-backend": {"action": "store", "aliases": [], "choices": ["a2a", "ag_rs", null], "const": null, '
+    '"default": null, "deprecated": false, "dest": "dcp_comm_backend", "group": "ParallelConfig", "help": '
+    '"Communication backend for Decode Context Parallel (DCP).", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": true, "takes_value": true, "type": "str"}, '
+    '"--dcp-kv-cache-interleave-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '1, "deprecated": false, "dest": "dcp_kv_cache_interleave_size", "group": "ParallelConfig", "help": "Interleave '
+    "size of kv_cache storage while using DCP. dcp_kv_cache_interleave_size has been replaced by "
+    'cp_kv_cache_interleave_size, and will be deprecated when PCP is fully supported.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--dcp-q-replicate": {"action": "boolean_optional", "aliases": ["--no-dcp-q-replicate"], "choices": null, '
+    '"const": true, "default": null, "deprecated": false, "dest": "dcp_q_replicate", "group": "ParallelConfig", '
+    '"help": "Replicate the MLA query projection within each DCP group so decode can skip the query all-gather.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--decode-context-parallel-size": {"action": "store", "aliases": ["-dcp"], "choices": null, "const": null, '
+    '"default": 1, "deprecated": false, "dest": "decode_context_parallel_size", "group": "ParallelConfig", "help": '
+    '"Number of ranks that shard the decode KV cache. DCP does not expand the process world size. Without PCP, DCP '
+    'reuses TP ranks. With PCP, DCP either spans the PCP axis or the full TP x PCP block.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--default-chat-template-kwargs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "default_chat_template_kwargs", "group": "Frontend", "help": "Default keyword '
+    "arguments to pass to the chat template renderer. These will be merged with request-level chat_template_kwargs, "
+    "with request values taking precedence. Useful for setting default behavior for reasoning models. Example: "
+    '\'{\\"enable_thinking\\": false}\' to disable thinking mode by default for Qwen3/DeepSeek models.", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--default-mm-loras": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "default_mm_loras", "group": "LoRAConfig", "help": "Dictionary mapping specific '
+    "modalities to LoRA model paths; this field is only applicable to multimodal models and should be leveraged when a "
+    "model always expects a LoRA to be active when a given modality is present. Note that currently, if a request "
+    "provides multiple additional modalities, each of which have their own LoRA, we do NOT apply default_mm_loras "
+    "because we currently only support one lora adapter per prompt. When run in offline mode, the lora IDs for n "
+    'modalities will be automatically assigned to 1-n with the names of the modalities in alphabetic order.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "json"}, '
+    '"--device-ids": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "device_ids", "group": "ParallelConfig", "help": "Comma-separated physical GPU device IDs or UUIDs '
+    'to use (e.g. --device-ids \\"2,3,5,7\\"). Avoids setting CUDA_VISIBLE_DEVICES, preserving full GPU topology '
+    "visibility for GPU-NIC affinity and DeepGEMM. Note: has no effect with Ray executors; use Ray placement groups "
+    'for GPU selection instead.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "csv"}, '
+    '"--device-memory-utilization": {"action": "store", "aliases": ["--gpu-memory-utilization"], "choices": null, '
+    '"const": null, "default": 0.92, "deprecated": false, "dest": "gpu_memory_utilization", "group": "CacheConfig", '
+    '"help": "The fraction of GPU memory to be used for the model executor, which can range from 0 to 1. For example, '
+    "a value of 0.5 would imply 50% GPU memory utilization. If unspecified, will use the default value of 0.92. This "
+    "is a per-instance limit, and only applies to the current vLLM instance. It does not matter if you have another "
+    "vLLM instance running on the same GPU. For example, if you have two vLLM instances running on the same GPU, you "
+    "can set the GPU memory utilization to 0.5 for each instance. On non-GPU installs, this value controls the "
+    'corresponding device memory utilization.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "float"}, '
+    '"--diffusion-config": {"action": "store", "aliases": ["-dc"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "diffusion_config", "group": "VllmConfig", "help": "Diffusion LLM (dLLM) '
+    'configuration.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, '
+    '"type": "json"}, '
+    '"--disable-access-log-for-endpoints": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": null, "deprecated": false, "dest": "disable_access_log_for_endpoints", "group": "Frontend", "help": '
+    '"Comma-separated list of endpoint paths to exclude from uvicorn access logs. This is useful to reduce log noise '
+    'from high-frequency endpoints like health checks. Example: \\"/health,/metrics,/ping\\". When set, access logs '
+    'for requests to these paths will be suppressed while keeping logs for other endpoints.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--disable-auto-tool-choice": {"action": "boolean_optional", "aliases": ["--enable-auto-tool-choice", '
+    '"--no-enable-auto-tool-choice"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_auto_tool_choice", "group": "Frontend", "help": "Enable auto tool choice for supported models. Use '
+    '`--tool-call-parser` to specify which parser to use.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-batch-sharded-sampling": {"action": "boolean_optional", "aliases": ["--enable-batch-sharded-sampling", '
+    '"--no-enable-batch-sharded-sampling"], "choices": null, "const": false, "default": null, "deprecated": false, '
+    '"dest": "enable_batch_sharded_sampling", "group": "ParallelConfig", "help": "Use sharded sampling across tensor '
+    "parallel ranks. Each rank samples a slice of the batch instead of every rank sampling all of it. Currently "
+    "defaults to False if not set. Enabling it explicitly raises when the config cannot support it "
+    "(`tensor_parallel_size` must be > 1, `max_num_seqs` at least `tensor_parallel_size`, and `max_logprobs` "
+    'non-negative). Models opt in by implementing `compute_logits_local`.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-cascade-attn": {"action": "boolean_optional", "aliases": ["--enable-cascade-attn", '
+    '"--no-disable-cascade-attn"], "choices": null, "const": true, "default": null, "deprecated": true, "dest": '
+    '"disable_cascade_attn", "group": "ModelConfig", "help": "--disable-cascade-attn is deprecated and has no effect '
+    'since cascade attention has been removed. It will be removed in v0.33.0.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-chunked-mm-input": {"action": "boolean_optional", "aliases": ["--enable-chunked-mm-input", '
+    '"--no-disable-chunked-mm-input"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"disable_chunked_mm_input", "group": "SchedulerConfig", "help": "If set to true and chunked prefill is enabled, '
+    "we do not want to partially schedule a multimodal item. Only used in V1 This ensures that if a request has a "
+    "mixed prompt (like text tokens TTTT followed by image tokens IIIIIIIIII) where only some image tokens can be "
+    'scheduled (like TTTTIIIII, leaving IIIII), it will be scheduled as TTTT in one step and IIIIIIIIII in the next.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-chunked-prefill": {"action": "boolean_optional", "aliases": ["--enable-chunked-prefill", '
+    '"--no-enable-chunked-prefill"], "choices": null, "const": false, "default": null, "deprecated": false, "dest": '
+    '"enable_chunked_prefill", "group": "SchedulerConfig", "help": "If True, prefill requests can be chunked based on '
+    'the remaining `max_num_batched_tokens`.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-cumem-allocator": {"action": "boolean_optional", "aliases": ["--enable-cumem-allocator", '
+    '"--no-enable-cumem-allocator"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_cumem_allocator", "group": "ModelConfig", "help": "Enable the custom cumem allocator to leverage advanced '
+    'GPU memory allocation features such as multi-node NVLink support.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-custom-all-reduce": {"action": "boolean_optional", "aliases": ["--enable-custom-all-reduce", '
+    '"--no-disable-custom-all-reduce"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"disable_custom_all_reduce", "group": "ParallelConfig", "help": "Disable the custom all-reduce kernel and fall '
+    'back to NCCL.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-dbo": {"action": "boolean_optional", "aliases": ["--enable-dbo", "--no-enable-dbo"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "enable_dbo", "group": "ParallelConfig", "help": '
+    '"Enable dual batch overlap for the model executor.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--disable-elastic-ep": {"action": "boolean_optional", "aliases": ["--enable-elastic-ep", '
+    '"--no-enable-elastic-ep"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_elastic_ep", "group": "ParallelConfig", "help": "Enable elastic expert parallelism with stateless NCCL '
+    'groups for DP/EP.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--disable-ep-weight-filter": {"action": "boolean_optional", "aliases": ["--enable-ep-weight-filter", '
+    '"--no-enable-ep-weight-filter"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_ep_weight_filter", "group": "ParallelConfig", "help": "Skip non-local expert weights during model loading '
+    "when expert parallelism is active. Each rank only reads its own expert shard from disk, which can drastically "
+    "reduce storage I/O for MoE models with per-expert weight tensors (e.g. DeepSeek, Mixtral, Kimi-K2.5). Has no "
+    'effect on 3D fused-expert checkpoints (e.g. GPT-OSS) or non-MoE models.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-eplb": {"action": "boolean_optional", "aliases": ["--enable-eplb", "--no-enable-eplb"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "enable_eplb", "group": "ParallelConfig", '
+    '"help": "Enable expert parallelism load balancing for MoE layers.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-expert-parallel": {"action": "boolean_optional", "aliases": ["--enable-expert-parallel", '
+    '"--no-enable-expert-parallel", "-ep"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_expert_parallel", "group": "ParallelConfig", "help": "Use expert parallelism instead of tensor '
+    'parallelism for MoE layers.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--disable-fastapi-docs": {"action": "boolean_optional", "aliases": ["--enable-fastapi-docs", '
+    '"--no-disable-fastapi-docs"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"disable_fastapi_docs", "group": "Frontend", "help": "Disable FastAPI\'s OpenAPI schema, Swagger UI, and ReDoc '
+    'endpoint.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-fault-tolerance": {"action": "boolean_optional", "aliases": ["--enable-fault-tolerance", '
+    '"--no-enable-fault-tolerance"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_fault_tolerance", "group": "ParallelConfig", "help": "Enable fault tolerance for detailed error recovery, '
+    'such as scaling down fault DPEngineCore.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-flash-late-interaction": {"action": "boolean_optional", "aliases": ["--enable-flash-late-interaction", '
+    '"--no-enable-flash-late-interaction"], "choices": null, "const": false, "default": true, "deprecated": false, '
+    '"dest": "enable_flash_late_interaction", "group": "Frontend", "help": "If set, run pooling score MaxSim on GPU in '
+    "the API server process. Can significantly improve late-interaction scoring performance. When disabled, the "
+    "setting is also propagated to the engine's `PoolerConfig`, so the engine-side scorer uses the reference MaxSim "
+    'path instead of the fused Triton kernel.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-flashinfer-autotune": {"action": "boolean_optional", "aliases": ["--enable-flashinfer-autotune", '
+    '"--no-enable-flashinfer-autotune"], "choices": null, "const": false, "default": null, "deprecated": false, '
+    '"dest": "enable_flashinfer_autotune", "group": "KernelConfig", "help": "Benchmark FlashInfer kernel '
+    "implementations during warmup and use the fastest. Enabled by default except at `-O0`; disable for faster "
+    'startup.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-force-include-usage": {"action": "boolean_optional", "aliases": ["--enable-force-include-usage", '
+    '"--no-enable-force-include-usage"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_force_include_usage", "group": "Frontend", "help": "If set to True, including usage on every '
+    'request.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-hc-sp": {"action": "boolean_optional", "aliases": ["--enable-hc-sp", "--no-enable-hc-sp"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "enable_hc_sp", "group": "ParallelConfig", '
+    '"help": "Enable sequence parallelism for HyperConnection (HC) computation. Currently supported by Qwen4Exp on '
+    "CUDA/ROCm with TP>1 and PP=1 (ignored when TP=1). Does not change MoE parallelism. MoE SP may enable HC SP "
+    'independently of this flag.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--disable-hybrid-kv-cache-manager": {"action": "boolean_optional", "aliases": '
+    '["--enable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager"], "choices": null, "const": true, '
+    '"default": null, "deprecated": false, "dest": "disable_hybrid_kv_cache_manager", "group": "SchedulerConfig", '
+    '"help": "If set to True, KV cache manager will allocate the same size of KV cache for all attention layers even '
+    "if there are multiple type of attention layers like full attention and sliding window attention. If set to None, "
+    'the default value will be determined based on the environment and starting configuration.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-layerwise-nvtx-tracing": {"action": "boolean_optional", "aliases": ["--enable-layerwise-nvtx-tracing", '
+    '"--no-enable-layerwise-nvtx-tracing"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_layerwise_nvtx_tracing", "group": "ObservabilityConfig", "help": "Enable layerwise NVTX tracing. '
+    "This traces the execution of each layer or module in the model and attach information such as input/output shapes "
+    'to nvtx range markers. Noted that this doesn\'t work with CUDA graphs enabled.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-log-deltas": {"action": "boolean_optional", "aliases": ["--enable-log-deltas", '
+    '"--no-enable-log-deltas"], "choices": null, "const": false, "default": true, "deprecated": false, "dest": '
+    '"enable_log_deltas", "group": "Frontend", "help": "If set to False, output deltas will not be logged. Relevant '
+    'only if", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-log-outputs": {"action": "boolean_optional", "aliases": ["--enable-log-outputs", '
+    '"--no-enable-log-outputs"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_log_outputs", "group": "Frontend", "help": "If set to True, log model outputs (generations). Requires '
+    "`--enable-log-requests`. Output text and finish reasons are logged at INFO, while output token IDs are logged at "
+    'DEBUG.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-log-requests": {"action": "boolean_optional", "aliases": ["--enable-log-requests", '
+    '"--no-enable-log-requests"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_log_requests", "group": "options", "help": "Enable logging request information, dependent on log level:", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-log-stats": {"action": "store_true", "aliases": [], "choices": null, "const": true, "default": false, '
+    '"deprecated": false, "dest": "disable_log_stats", "group": "options", "help": "Disable logging statistics.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-logging-iteration-details": {"action": "boolean_optional", "aliases": '
+    '["--enable-logging-iteration-details", "--no-enable-logging-iteration-details"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_logging_iteration_details", "group": '
+    '"ObservabilityConfig", "help": "Enable detailed logging of iteration details. If set, vllm EngineCore will log '
+    "iteration details This includes number of context/generation requests and tokens and the elapsed cpu time for the "
+    'iteration.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-lora": {"action": "boolean_optional", "aliases": ["--enable-lora", "--no-enable-lora"], "choices": '
+    'null, "const": false, "default": null, "deprecated": false, "dest": "enable_lora", "group": "LoRAConfig", "help": '
+    '"If True, enable handling of LoRA adapters.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-mamba-cache-stochastic-rounding": {"action": "boolean_optional", "aliases": '
+    '["--enable-mamba-cache-stochastic-rounding", "--no-enable-mamba-cache-stochastic-rounding"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "enable_mamba_cache_stochastic_rounding", "group": '
+    '"MambaConfig", "help": "Enable stochastic rounding when writing SSM state to fp16 cache. Uses random bits to '
+    'unbias the rounding error, which can improve numerical stability for long sequences.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-mamba-shared-prefix-checkpoint": {"action": "boolean_optional", "aliases": '
+    '["--enable-mamba-shared-prefix-checkpoint", "--no-enable-mamba-shared-prefix-checkpoint"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "enable_mamba_shared_prefix_checkpoint", "group": '
+    '"CacheConfig", "help": "Also register a Mamba \\"align\\" checkpoint at the shared-prefix junction -- where an '
+    "EAGLE/MTP sibling was observed to resume -- instead of only at the prompt tail. Off by default; only takes effect "
+    "with prefix caching enabled, EAGLE on the Mamba group, and a prefix match unit smaller than the Mamba block "
+    'size.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--disable-mfu-metrics": {"action": "boolean_optional", "aliases": ["--enable-mfu-metrics", '
+    '"--no-enable-mfu-metrics"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_mfu_metrics", "group": "ObservabilityConfig", "help": "Enable Model FLOPs Utilization (MFU) metrics.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-mixed-moe-lora-format": {"action": "boolean_optional", "aliases": ["--enable-mixed-moe-lora-format", '
+    '"--no-enable-mixed-moe-lora-format"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_mixed_moe_lora_format", "group": "LoRAConfig", "help": "If True, force the engine to use the '
+    "universal 2D MoE LoRA wrapper (`FusedMoEWithLoRA`) regardless of the model's `is_3d_moe_weight` flag, so that "
+    "2D-format and 3D-format MoE LoRA adapters can be served in the same deployment. Only meaningful for MoE models; "
+    'ignored otherwise. Default False keeps the existing model-driven behavior.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-mm-embeds": {"action": "boolean_optional", "aliases": ["--enable-mm-embeds", "--no-enable-mm-embeds"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "enable_mm_embeds", "group": '
+    '"MultiModalConfig", "help": "If `True`, enables passing multimodal embeddings: for `LLM` class, this refers to '
+    "tensor inputs under `multi_modal_data`; for the OpenAI-compatible server, this refers to chat messages with "
+    'content `\\"type\\": \\"*_embeds\\"`.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-moe-shared-loras": {"action": "boolean_optional", "aliases": ["--enable-moe-shared-loras", '
+    '"--no-enable-moe-shared-loras"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_moe_shared_loras", "group": "LoRAConfig", "help": "If True, load MoE expert adapters in the '
+    '\\"shared-outer\\" layout, where the gate/up (`w1`/`w3`) lora_A and the down (`w2`) lora_B are shared across all '
+    "experts (stored once with expert-dim 1) instead of per-expert. The shared factors are broadcast to the expert "
+    "count at kernel time. 3D-weight MoE models use `FusedMoEWithLoRA` for this layout. Only meaningful for MoE models "
+    'whose adapters use this layout; ignored otherwise.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--disable-nccl-comm-suspend": {"action": "boolean_optional", "aliases": ["--enable-nccl-comm-suspend", '
+    '"--no-enable-nccl-comm-suspend"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_nccl_comm_suspend", "group": "ModelConfig", "help": "Enable releasing NCCL communicator memory during '
+    "sleep mode (``ncclCommSuspend``/``ncclCommResume``). Experimental; when disabled (the default) sleep still "
+    'releases weights/KV-cache memory as before.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-nccl-for-dp-synchronization": {"action": "boolean_optional", "aliases": '
+    '["--enable-nccl-for-dp-synchronization", "--no-disable-nccl-for-dp-synchronization"], "choices": null, "const": '
+    'true, "default": null, "deprecated": false, "dest": "disable_nccl_for_dp_synchronization", "group": '
+    '"ParallelConfig", "help": "Forces the dp synchronization logic in vllm/v1/worker/dp_utils.py to use Gloo instead '
+    'of NCCL for its all reduce.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--disable-offline-docs": {"action": "boolean_optional", "aliases": ["--enable-offline-docs", '
+    '"--no-enable-offline-docs"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_offline_docs", "group": "Frontend", "help": "Enable offline FastAPI documentation for air-gapped '
+    'environments. Uses vendored static assets bundled with vLLM.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-per-request-metrics": {"action": "boolean_optional", "aliases": ["--enable-per-request-metrics", '
+    '"--no-enable-per-request-metrics"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_per_request_metrics", "group": "Frontend", "help": "If set to True, include per-request timing '
+    'metrics in API responses.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--disable-prefix-caching": {"action": "boolean_optional", "aliases": ["--enable-prefix-caching", '
+    '"--no-enable-prefix-caching"], "choices": null, "const": false, "default": null, "deprecated": false, "dest": '
+    '"enable_prefix_caching", "group": "CacheConfig", "help": "Whether to enable prefix caching.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-prompt-embeds": {"action": "boolean_optional", "aliases": ["--enable-prompt-embeds", '
+    '"--no-enable-prompt-embeds"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_prompt_embeds", "group": "ModelConfig", "help": "If `True`, enables passing text embeddings as inputs via '
+    'the `prompt_embeds` key.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--disable-prompt-tokens-details": {"action": "boolean_optional", "aliases": ["--enable-prompt-tokens-details", '
+    '"--no-enable-prompt-tokens-details"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_prompt_tokens_details", "group": "Frontend", "help": "If set to True, enable '
+    'prompt_tokens_details in usage.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-request-id-headers": {"action": "boolean_optional", "aliases": ["--enable-request-id-headers", '
+    '"--no-enable-request-id-headers"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_request_id_headers", "group": "Frontend", "help": "If specified, API server will add X-Request-Id '
+    'header to responses.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--disable-return-routed-experts": {"action": "boolean_optional", "aliases": ["--enable-return-routed-experts", '
+    '"--no-enable-return-routed-experts"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_return_routed_experts", "group": "ModelConfig", "help": "Capture and return routed-experts '
+    'auxiliary outputs.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--disable-scale-out": {"action": "boolean_optional", "aliases": ["--enable-scale-out", "--no-enable-scale-out"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "enable_scale_out", "group": '
+    '"Frontend", "help": "If set to True, register the scale-out endpoints (`/render`, `/derender`, '
+    "`/inference/v1/generate` and `/inference/v1/abort_requests`) on `vllm serve`. Has no effect on `vllm launch "
+    'render` or `vllm serve --tokens-only` which always register their required endpoints regardless of this flag.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-server-load-tracking": {"action": "boolean_optional", "aliases": ["--enable-server-load-tracking", '
+    '"--no-enable-server-load-tracking"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_server_load_tracking", "group": "Frontend", "help": "If set to True, enable tracking '
+    'server_load_metrics in the app state.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-shm-tensor-arena": {"action": "boolean_optional", "aliases": ["--enable-shm-tensor-arena", '
+    '"--no-enable-shm-tensor-arena"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_shm_tensor_arena", "group": "ParallelConfig", "help": "Route large CPU tensors (e.g. multimodal '
+    "``pixel_values``) in the engine\\u2192worker broadcast through a zero-copy shared-memory arena instead of sending "
+    "a copy to every reader. **Experimental**: may be reconciled with vLLM's existing multimodal shm tensor caching in "
+    "a future release. Opt-in; most beneficial for multimodal serving with large images and tensor parallelism. Active "
+    'only when all queue readers are node-local; reserves slots in ``/dev/shm``.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-sleep-mode": {"action": "boolean_optional", "aliases": ["--enable-sleep-mode", '
+    '"--no-enable-sleep-mode"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_sleep_mode", "group": "ModelConfig", "help": "Enable sleep mode for the engine (only cuda and hip '
+    'platforms are supported).", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--disable-sliding-window": {"action": "boolean_optional", "aliases": ["--enable-sliding-window", '
+    '"--no-disable-sliding-window"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"disable_sliding_window", "group": "ModelConfig", "help": "Whether to disable sliding window. If True, we will '
+    "disable the sliding window functionality of the model, capping to sliding window size. If the model does not "
+    'support sliding window, this argument is ignored.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--disable-ssl-refresh": {"action": "boolean_optional", "aliases": ["--enable-ssl-refresh", '
+    '"--no-enable-ssl-refresh"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_ssl_refresh", "group": "Frontend", "help": "Refresh SSL Context when SSL certificate files change", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-tokenizer-info-endpoint": {"action": "boolean_optional", "aliases": '
+    '["--enable-tokenizer-info-endpoint", "--no-enable-tokenizer-info-endpoint"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_tokenizer_info_endpoint", "group": "Frontend", "help": '
+    '"Enable the `/tokenizer_info` endpoint. May expose chat templates and other tokenizer configuration.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-tower-connector-lora": {"action": "boolean_optional", "aliases": ["--enable-tower-connector-lora", '
+    '"--no-enable-tower-connector-lora"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_tower_connector_lora", "group": "LoRAConfig", "help": "If `True`, LoRA support for the tower '
+    "(vision encoder) and connector of multimodal models will be enabled. This is an experimental feature and "
+    'currently only supports some MM models such as the Qwen VL series. The default is False.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--disable-trace-replay": {"action": "boolean_optional", "aliases": ["--enable-trace-replay", '
+    '"--no-enable-trace-replay"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_trace_replay", "group": "ModelConfig", "help": "Whether to allow requests to set '
+    "`SamplingParams.trace_decode_token_ids`, which forces decoding to follow a predetermined token sequence while "
+    "still computing real logprobs. Reserved for debugging and RL workflows: enabling it reserves a per-request trace "
+    'buffer, so it is off by default.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--disable-uvicorn-access-log": {"action": "boolean_optional", "aliases": ["--enable-uvicorn-access-log", '
+    '"--no-disable-uvicorn-access-log"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "disable_uvicorn_access_log", "group": "Frontend", "help": "Disable uvicorn access log.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--distributed-executor-backend": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "distributed_executor_backend", "group": "ParallelConfig", "help": "Backend to '
+    'use for distributed model workers, either \\"ray\\" or \\"mp\\" (multiprocessing). If the product of '
+    'pipeline_parallel_size and tensor_parallel_size is less than or equal to the number of GPUs available, \\"mp\\" '
+    'will be used to keep processing on a single host. Otherwise, an error will be raised. To use \\"mp\\" you must '
+    'also set nnodes, and to use \\"ray\\" you must manually set distributed_executor_backend to \\"ray\\".", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--distributed-timeout-seconds": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "distributed_timeout_seconds", "group": "ParallelConfig", "help": "Timeout in '
+    "seconds for distributed operations (e.g., init_process_group). If set, this value is passed to "
+    "torch.distributed.init_process_group as the timeout parameter. If None, PyTorch's default timeout is used (600s "
+    'for NCCL). Increase this for multi-node setups where model downloads may be slow.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "int"}, '
+    '"--download-dir": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "download_dir", "group": "LoadConfig", "help": "Directory to download and load the '
+    'weights, default to the default cache directory of Hugging Face.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--dp-supervisor-probe-failure-threshold": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": 3, "deprecated": false, "dest": "dp_supervisor_probe_failure_threshold", "group": "Frontend", "help": '
+    '"Number of consecutive connection-error retries before a child health probe is declared failed in multi-port '
+    'external LB mode.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--dp-supervisor-probe-interval-s": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '5.0, "deprecated": false, "dest": "dp_supervisor_probe_interval_s", "group": "Frontend", "help": "Seconds between '
+    'aggregated health probes in multi-port external LB mode.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "float"}, '
+    '"--dp-supervisor-probe-timeout-s": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '5.0, "deprecated": false, "dest": "dp_supervisor_probe_timeout_s", "group": "Frontend", "help": "Seconds to wait '
+    'between retries when a child health probe fails with a connection error in multi-port external LB mode.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "float"}, '
+    '"--dp-sync-interval": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 16, '
+    '"deprecated": false, "dest": "dp_sync_interval", "group": "ParallelConfig", "help": "Steps between DP finish-sync '
+    'all-reduces; must match across DP ranks.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--dtype": {"action": "store", "aliases": [], "choices": ["auto", "bfloat16", "float", "float16", "float32", '
+    '"half"], "const": null, "default": "auto", "deprecated": false, "dest": "dtype", "group": "ModelConfig", "help": '
+    '"Data type for model weights and activations:", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--ec-manager-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '"<EncoderCacheManagerConfig defaults>", "deprecated": false, "dest": "ec_manager_config", "group": "VllmConfig", '
+    '"help": "The configurations for custom encoder cache manager.", "hidden": false, "json_class": '
+    '"EncoderCacheManagerConfig", "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--ec-transfer-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "ec_transfer_config", "group": "VllmConfig", "help": "The configurations for '
+    'distributed EC cache transfer.", "hidden": false, "json_class": "ECTransferConfig", "nargs": null, "optional": '
+    'true, "takes_value": true, "type": "json"}, '
+    '"--elastic-ep-max-dp-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "elastic_ep_max_dp_size", "group": "ParallelConfig", "help": "Maximum data parallel '
+    'size supported by elastic expert parallelism.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "int"}, '
+    '"--enable-auto-tool-choice": {"action": "boolean_optional", "aliases": ["--disable-auto-tool-choice", '
+    '"--no-enable-auto-tool-choice"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_auto_tool_choice", "group": "Frontend", "help": "Enable auto tool choice for supported models. Use '
+    '`--tool-call-parser` to specify which parser to use.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-batch-sharded-sampling": {"action": "boolean_optional", "aliases": ["--disable-batch-sharded-sampling", '
+    '"--no-enable-batch-sharded-sampling"], "choices": null, "const": true, "default": null, "deprecated": false, '
+    '"dest": "enable_batch_sharded_sampling", "group": "ParallelConfig", "help": "Use sharded sampling across tensor '
+    "parallel ranks. Each rank samples a slice of the batch instead of every rank sampling all of it. Currently "
+    "defaults to False if not set. Enabling it explicitly raises when the config cannot support it "
+    "(`tensor_parallel_size` must be > 1, `max_num_seqs` at least `tensor_parallel_size`, and `max_logprobs` "
+    'non-negative). Models opt in by implementing `compute_logits_local`.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-cascade-attn": {"action": "boolean_optional", "aliases": ["--disable-cascade-attn", '
+    '"--no-disable-cascade-attn"], "choices": null, "const": false, "default": null, "deprecated": true, "dest": '
+    '"disable_cascade_attn", "group": "ModelConfig", "help": "--disable-cascade-attn is deprecated and has no effect '
+    'since cascade attention has been removed. It will be removed in v0.33.0.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-chunked-mm-input": {"action": "boolean_optional", "aliases": ["--disable-chunked-mm-input", '
+    '"--no-disable-chunked-mm-input"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_chunked_mm_input", "group": "SchedulerConfig", "help": "If set to true and chunked prefill is enabled, '
+    "we do not want to partially schedule a multimodal item. Only used in V1 This ensures that if a request has a "
+    "mixed prompt (like text tokens TTTT followed by image tokens IIIIIIIIII) where only some image tokens can be "
+    'scheduled (like TTTTIIIII, leaving IIIII), it will be scheduled as TTTT in one step and IIIIIIIIII in the next.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-chunked-prefill": {"action": "boolean_optional", "aliases": ["--disable-chunked-prefill", '
+    '"--no-enable-chunked-prefill"], "choices": null, "const": true, "default": null, "deprecated": false, "dest": '
+    '"enable_chunked_prefill", "group": "SchedulerConfig", "help": "If True, prefill requests can be chunked based on '
+    'the remaining `max_num_batched_tokens`.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-cumem-allocator": {"action": "boolean_optional", "aliases": ["--disable-cumem-allocator", '
+    '"--no-enable-cumem-allocator"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_cumem_allocator", "group": "ModelConfig", "help": "Enable the custom cumem allocator to leverage advanced '
+    'GPU memory allocation features such as multi-node NVLink support.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-custom-all-reduce": {"action": "boolean_optional", "aliases": ["--disable-custom-all-reduce", '
+    '"--no-disable-custom-all-reduce"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "disable_custom_all_reduce", "group": "ParallelConfig", "help": "Disable the custom all-reduce kernel and '
+    'fall back to NCCL.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--enable-dbo": {"action": "boolean_optional", "aliases": ["--disable-dbo", "--no-enable-dbo"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "enable_dbo", "group": "ParallelConfig", "help": '
+    '"Enable dual batch overlap for the model executor.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--enable-elastic-ep": {"action": "boolean_optional", "aliases": ["--disable-elastic-ep", '
+    '"--no-enable-elastic-ep"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_elastic_ep", "group": "ParallelConfig", "help": "Enable elastic expert parallelism with stateless NCCL '
+    'groups for DP/EP.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--enable-ep-weight-filter": {"action": "boolean_optional", "aliases": ["--disable-ep-weight-filter", '
+    '"--no-enable-ep-weight-filter"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_ep_weight_filter", "group": "ParallelConfig", "help": "Skip non-local expert weights during model loading '
+    "when expert parallelism is active. Each rank only reads its own expert shard from disk, which can drastically "
+    "reduce storage I/O for MoE models with per-expert weight tensors (e.g. DeepSeek, Mixtral, Kimi-K2.5). Has no "
+    'effect on 3D fused-expert checkpoints (e.g. GPT-OSS) or non-MoE models.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-eplb": {"action": "boolean_optional", "aliases": ["--disable-eplb", "--no-enable-eplb"], "choices": '
+    'null, "const": true, "default": false, "deprecated": false, "dest": "enable_eplb", "group": "ParallelConfig", '
+    '"help": "Enable expert parallelism load balancing for MoE layers.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-expert-parallel": {"action": "boolean_optional", "aliases": ["--disable-expert-parallel", '
+    '"--no-enable-expert-parallel", "-ep"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_expert_parallel", "group": "ParallelConfig", "help": "Use expert parallelism instead of tensor '
+    'parallelism for MoE layers.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--enable-fastapi-docs": {"action": "boolean_optional", "aliases": ["--disable-fastapi-docs", '
+    '"--no-disable-fastapi-docs"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_fastapi_docs", "group": "Frontend", "help": "Disable FastAPI\'s OpenAPI schema, Swagger UI, and ReDoc '
+    'endpoint.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--enable-fault-tolerance": {"action": "boolean_optional", "aliases": ["--disable-fault-tolerance", '
+    '"--no-enable-fault-tolerance"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_fault_tolerance", "group": "ParallelConfig", "help": "Enable fault tolerance for detailed error recovery, '
+    'such as scaling down fault DPEngineCore.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-flash-late-interaction": {"action": "boolean_optional", "aliases": ["--disable-flash-late-interaction", '
+    '"--no-enable-flash-late-interaction"], "choices": null, "const": true, "default": true, "deprecated": false, '
+    '"dest": "enable_flash_late_interaction", "group": "Frontend", "help": "If set, run pooling score MaxSim on GPU in '
+    "the API server process. Can significantly improve late-interaction scoring performance. When disabled, the "
+    "setting is also propagated to the engine's `PoolerConfig`, so the engine-side scorer uses the reference MaxSim "
+    'path instead of the fused Triton kernel.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-flashinfer-autotune": {"action": "boolean_optional", "aliases": ["--disable-flashinfer-autotune", '
+    '"--no-enable-flashinfer-autotune"], "choices": null, "const": true, "default": null, "deprecated": false, "dest": '
+    '"enable_flashinfer_autotune", "group": "KernelConfig", "help": "Benchmark FlashInfer kernel implementations '
+    'during warmup and use the fastest. Enabled by default except at `-O0`; disable for faster startup.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-force-include-usage": {"action": "boolean_optional", "aliases": ["--disable-force-include-usage", '
+    '"--no-enable-force-include-usage"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_force_include_usage", "group": "Frontend", "help": "If set to True, including usage on every '
+    'request.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--enable-hc-sp": {"action": "boolean_optional", "aliases": ["--disable-hc-sp", "--no-enable-hc-sp"], "choices": '
+    'null, "const": true, "default": false, "deprecated": false, "dest": "enable_hc_sp", "group": "ParallelConfig", '
+    '"help": "Enable sequence parallelism for HyperConnection (HC) computation. Currently supported by Qwen4Exp on '
+    "CUDA/ROCm with TP>1 and PP=1 (ignored when TP=1). Does not change MoE parallelism. MoE SP may enable HC SP "
+    'independently of this flag.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--enable-hybrid-kv-cache-manager": {"action": "boolean_optional", "aliases": '
+    '["--disable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager"], "choices": null, "const": false, '
+    '"default": null, "deprecated": false, "dest": "disable_hybrid_kv_cache_manager", "group": "SchedulerConfig", '
+    '"help": "If set to True, KV cache manager will allocate the same size of KV cache for all attention layers even '
+    "if there are multiple type of attention layers like full attention and sliding window attention. If set to None, "
+    'the default value will be determined based on the environment and starting configuration.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-layerwise-nvtx-tracing": {"action": "boolean_optional", "aliases": ["--disable-layerwise-nvtx-tracing", '
+    '"--no-enable-layerwise-nvtx-tracing"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_layerwise_nvtx_tracing", "group": "ObservabilityConfig", "help": "Enable layerwise NVTX tracing. '
+    "This traces the execution of each layer or module in the model and attach information such as input/output shapes "
+    'to nvtx range markers. Noted that this doesn\'t work with CUDA graphs enabled.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-log-deltas": {"action": "boolean_optional", "aliases": ["--disable-log-deltas", '
+    '"--no-enable-log-deltas"], "choices": null, "const": true, "default": true, "deprecated": false, "dest": '
+    '"enable_log_deltas", "group": "Frontend", "help": "If set to False, output deltas will not be logged. Relevant '
+    'only if", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--enable-log-outputs": {"action": "boolean_optional", "aliases": ["--disable-log-outputs", '
+    '"--no-enable-log-outputs"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_log_outputs", "group": "Frontend", "help": "If set to True, log model outputs (generations). Requires '
+    "`--enable-log-requests`. Output text and finish reasons are logged at INFO, while output token IDs are logged at "
+    'DEBUG.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--enable-log-requests": {"action": "boolean_optional", "aliases": ["--disable-log-requests", '
+    '"--no-enable-log-requests"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_log_requests", "group": "options", "help": "Enable logging request information, dependent on log level:", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-logging-iteration-details": {"action": "boolean_optional", "aliases": '
+    '["--disable-logging-iteration-details", "--no-enable-logging-iteration-details"], "choices": null, "const": true, '
+    '"default": false, "deprecated": false, "dest": "enable_logging_iteration_details", "group": '
+    '"ObservabilityConfig", "help": "Enable detailed logging of iteration details. If set, vllm EngineCore will log '
+    "iteration details This includes number of context/generation requests and tokens and the elapsed cpu time for the "
+    'iteration.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--enable-lora": {"action": "boolean_optional", "aliases": ["--disable-lora", "--no-enable-lora"], "choices": '
+    'null, "const": true, "default": null, "deprecated": false, "dest": "enable_lora", "group": "LoRAConfig", "help": '
+    '"If True, enable handling of LoRA adapters.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-mamba-cache-stochastic-rounding": {"action": "boolean_optional", "aliases": '
+    '["--disable-mamba-cache-stochastic-rounding", "--no-enable-mamba-cache-stochastic-rounding"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "enable_mamba_cache_stochastic_rounding", "group": '
+    '"MambaConfig", "help": "Enable stochastic rounding when writing SSM state to fp16 cache. Uses random bits to '
+    'unbias the rounding error, which can improve numerical stability for long sequences.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-mamba-shared-prefix-checkpoint": {"action": "boolean_optional", "aliases": '
+    '["--disable-mamba-shared-prefix-checkpoint", "--no-enable-mamba-shared-prefix-checkpoint"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "enable_mamba_shared_prefix_checkpoint", "group": '
+    '"CacheConfig", "help": "Also register a Mamba \\"align\\" checkpoint at the shared-prefix junction -- where an '
+    "EAGLE/MTP sibling was observed to resume -- instead of only at the prompt tail. Off by default; only takes effect "
+    "with prefix caching enabled, EAGLE on the Mamba group, and a prefix match unit smaller than the Mamba block "
+    'size.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--enable-mfu-metrics": {"action": "boolean_optional", "aliases": ["--disable-mfu-metrics", '
+    '"--no-enable-mfu-metrics"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_mfu_metrics", "group": "ObservabilityConfig", "help": "Enable Model FLOPs Utilization (MFU) metrics.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-mixed-moe-lora-format": {"action": "boolean_optional", "aliases": ["--disable-mixed-moe-lora-format", '
+    '"--no-enable-mixed-moe-lora-format"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_mixed_moe_lora_format", "group": "LoRAConfig", "help": "If True, force the engine to use the '
+    "universal 2D MoE LoRA wrapper (`FusedMoEWithLoRA`) regardless of the model's `is_3d_moe_weight` flag, so that "
+    "2D-format and 3D-format MoE LoRA adapters can be served in the same deployment. Only meaningful for MoE models; "
+    'ignored otherwise. Default False keeps the existing model-driven behavior.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-mm-embeds": {"action": "boolean_optional", "aliases": ["--disable-mm-embeds", "--no-enable-mm-embeds"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "enable_mm_embeds", "group": '
+    '"MultiModalConfig", "help": "If `True`, enables passing multimodal embeddings: for `LLM` class, this refers to '
+    "tensor inputs under `multi_modal_data`; for the OpenAI-compatible server, this refers to chat messages with "
+    'content `\\"type\\": \\"*_embeds\\"`.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-moe-shared-loras": {"action": "boolean_optional", "aliases": ["--disable-moe-shared-loras", '
+    '"--no-enable-moe-shared-loras"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_moe_shared_loras", "group": "LoRAConfig", "help": "If True, load MoE expert adapters in the '
+    '\\"shared-outer\\" layout, where the gate/up (`w1`/`w3`) lora_A and the down (`w2`) lora_B are shared across all '
+    "experts (stored once with expert-dim 1) instead of per-expert. The shared factors are broadcast to the expert "
+    "count at kernel time. 3D-weight MoE models use `FusedMoEWithLoRA` for this layout. Only meaningful for MoE models "
+    'whose adapters use this layout; ignored otherwise.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--enable-nccl-comm-suspend": {"action": "boolean_optional", "aliases": ["--disable-nccl-comm-suspend", '
+    '"--no-enable-nccl-comm-suspend"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_nccl_comm_suspend", "group": "ModelConfig", "help": "Enable releasing NCCL communicator memory during '
+    "sleep mode (``ncclCommSuspend``/``ncclCommResume``). Experimental; when disabled (the default) sleep still "
+    'releases weights/KV-cache memory as before.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-nccl-for-dp-synchronization": {"action": "boolean_optional", "aliases": '
+    '["--disable-nccl-for-dp-synchronization", "--no-disable-nccl-for-dp-synchronization"], "choices": null, "const": '
+    'false, "default": null, "deprecated": false, "dest": "disable_nccl_for_dp_synchronization", "group": '
+    '"ParallelConfig", "help": "Forces the dp synchronization logic in vllm/v1/worker/dp_utils.py to use Gloo instead '
+    'of NCCL for its all reduce.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--enable-offline-docs": {"action": "boolean_optional", "aliases": ["--disable-offline-docs", '
+    '"--no-enable-offline-docs"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_offline_docs", "group": "Frontend", "help": "Enable offline FastAPI documentation for air-gapped '
+    'environments. Uses vendored static assets bundled with vLLM.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-per-request-metrics": {"action": "boolean_optional", "aliases": ["--disable-per-request-metrics", '
+    '"--no-enable-per-request-metrics"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_per_request_metrics", "group": "Frontend", "help": "If set to True, include per-request timing '
+    'metrics in API responses.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--enable-prefix-caching": {"action": "boolean_optional", "aliases": ["--disable-prefix-caching", '
+    '"--no-enable-prefix-caching"], "choices": null, "const": true, "default": null, "deprecated": false, "dest": '
+    '"enable_prefix_caching", "group": "CacheConfig", "help": "Whether to enable prefix caching.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-prompt-embeds": {"action": "boolean_optional", "aliases": ["--disable-prompt-embeds", '
+    '"--no-enable-prompt-embeds"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_prompt_embeds", "group": "ModelConfig", "help": "If `True`, enables passing text embeddings as inputs via '
+    'the `prompt_embeds` key.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--enable-prompt-tokens-details": {"action": "boolean_optional", "aliases": ["--disable-prompt-tokens-details", '
+    '"--no-enable-prompt-tokens-details"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_prompt_tokens_details", "group": "Frontend", "help": "If set to True, enable '
+    'prompt_tokens_details in usage.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-request-id-headers": {"action": "boolean_optional", "aliases": ["--disable-request-id-headers", '
+    '"--no-enable-request-id-headers"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_request_id_headers", "group": "Frontend", "help": "If specified, API server will add X-Request-Id header '
+    'to responses.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--enable-return-routed-experts": {"action": "boolean_optional", "aliases": ["--disable-return-routed-experts", '
+    '"--no-enable-return-routed-experts"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_return_routed_experts", "group": "ModelConfig", "help": "Capture and return routed-experts '
+    'auxiliary outputs.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--enable-scale-out": {"action": "boolean_optional", "aliases": ["--disable-scale-out", "--no-enable-scale-out"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "enable_scale_out", "group": '
+    '"Frontend", "help": "If set to True, register the scale-out endpoints (`/render`, `/derender`, '
+    "`/inference/v1/generate` and `/inference/v1/abort_requests`) on `vllm serve`. Has no effect on `vllm launch "
+    'render` or `vllm serve --tokens-only` which always register their required endpoints regardless of this flag.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-server-load-tracking": {"action": "boolean_optional", "aliases": ["--disable-server-load-tracking", '
+    '"--no-enable-server-load-tracking"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_server_load_tracking", "group": "Frontend", "help": "If set to True, enable tracking '
+    'server_load_metrics in the app state.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-shm-tensor-arena": {"action": "boolean_optional", "aliases": ["--disable-shm-tensor-arena", '
+    '"--no-enable-shm-tensor-arena"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_shm_tensor_arena", "group": "ParallelConfig", "help": "Route large CPU tensors (e.g. multimodal '
+    "``pixel_values``) in the engine\\u2192worker broadcast through a zero-copy shared-memory arena instead of sending "
+    "a copy to every reader. **Experimental**: may be reconciled with vLLM's existing multimodal shm tensor caching in "
+    "a future release. Opt-in; most beneficial for multimodal serving with large images and tensor parallelism. Active "
+    'only when all queue readers are node-local; reserves slots in ``/dev/shm``.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-sleep-mode": {"action": "boolean_optional", "aliases": ["--disable-sleep-mode", '
+    '"--no-enable-sleep-mode"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_sleep_mode", "group": "ModelConfig", "help": "Enable sleep mode for the engine (only cuda and hip '
+    'platforms are supported).", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--enable-sliding-window": {"action": "boolean_optional", "aliases": ["--disable-sliding-window", '
+    '"--no-disable-sliding-window"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_sliding_window", "group": "ModelConfig", "help": "Whether to disable sliding window. If True, we will '
+    "disable the sliding window functionality of the model, capping to sliding window size. If the model does not "
+    'support sliding window, this argument is ignored.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--enable-ssl-refresh": {"action": "boolean_optional", "aliases": ["--disable-ssl-refresh", '
+    '"--no-enable-ssl-refresh"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_ssl_refresh", "group": "Frontend", "help": "Refresh SSL Context when SSL certificate files change", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-tokenizer-info-endpoint": {"action": "boolean_optional", "aliases": '
+    '["--disable-tokenizer-info-endpoint", "--no-enable-tokenizer-info-endpoint"], "choices": null, "const": true, '
+    '"default": false, "deprecated": false, "dest": "enable_tokenizer_info_endpoint", "group": "Frontend", "help": '
+    '"Enable the `/tokenizer_info` endpoint. May expose chat templates and other tokenizer configuration.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-tower-connector-lora": {"action": "boolean_optional", "aliases": ["--disable-tower-connector-lora", '
+    '"--no-enable-tower-connector-lora"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "enable_tower_connector_lora", "group": "LoRAConfig", "help": "If `True`, LoRA support for the tower '
+    "(vision encoder) and connector of multimodal models will be enabled. This is an experimental feature and "
+    'currently only supports some MM models such as the Qwen VL series. The default is False.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enable-trace-replay": {"action": "boolean_optional", "aliases": ["--disable-trace-replay", '
+    '"--no-enable-trace-replay"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_trace_replay", "group": "ModelConfig", "help": "Whether to allow requests to set '
+    "`SamplingParams.trace_decode_token_ids`, which forces decoding to follow a predetermined token sequence while "
+    "still computing real logprobs. Reserved for debugging and RL workflows: enabling it reserves a per-request trace "
+    'buffer, so it is off by default.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--enable-uvicorn-access-log": {"action": "boolean_optional", "aliases": ["--disable-uvicorn-access-log", '
+    '"--no-disable-uvicorn-access-log"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "disable_uvicorn_access_log", "group": "Frontend", "help": "Disable uvicorn access log.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--enforce-eager": {"action": "boolean_optional", "aliases": ["--no-enforce-eager"], "choices": null, "const": '
+    'true, "default": false, "deprecated": false, "dest": "enforce_eager", "group": "ModelConfig", "help": "Whether to '
+    "always use eager-mode PyTorch. If True, we will disable CUDA graph and always execute the model in eager mode. If "
+    'False, we will use CUDA graph and eager execution in hybrid for maximal performance and flexibility.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--engram-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "engram_config", "group": "VllmConfig", "help": "N-gram embedding storage and '
+    'sharding settings.", "hidden": false, "json_class": "EngramConfig", "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "json"}, '
+    '"--eplb-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "<EPLBConfig '
+    'defaults>", "deprecated": false, "dest": "eplb_config", "group": "ParallelConfig", "help": "Expert parallelism '
+    'configuration.", "hidden": false, "json_class": "EPLBConfig", "nargs": null, "optional": false, "takes_value": '
+    'true, "type": "json"}, '
+    '"--exclude-tools-when-tool-choice-none": {"action": "boolean_optional", "aliases": '
+    '["--no-exclude-tools-when-tool-choice-none"], "choices": null, "const": true, "default": false, "deprecated": '
+    'false, "dest": "exclude_tools_when_tool_choice_none", "group": "Frontend", "help": "If specified, exclude tool '
+    'definitions in prompts when tool_choice=\'none\'.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--expert-placement-strategy": {"action": "store", "aliases": [], "choices": ["linear", "round_robin"], "const": '
+    'null, "default": "linear", "deprecated": false, "dest": "expert_placement_strategy", "group": "ParallelConfig", '
+    '"help": "The expert placement strategy for MoE layers:", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "str"}, '
+    '"--fail-on-environ-validation": {"action": "boolean_optional", "aliases": ["--no-fail-on-environ-validation"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "fail_on_environ_validation", '
+    '"group": "options", "help": "If set, the engine will raise an error if environment validation fails.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--fault-tolerance-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '"<FaultToleranceConfig defaults>", "deprecated": false, "dest": "fault_tolerance_config", "group": '
+    '"ParallelConfig", "help": "The configurations for fault tolerance.", "hidden": false, "json_class": '
+    '"FaultToleranceConfig", "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--fingerprint-mode": {"action": "store", "aliases": [], "choices": ["custom", "full", "hash", "none"], "const": '
+    'null, "default": "full", "deprecated": false, "dest": "fingerprint_mode", "group": "Frontend", "help": "Controls '
+    'the ``system_fingerprint`` field on responses.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--fingerprint-value": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "fingerprint_value", "group": "Frontend", "help": "Literal fingerprint string used '
+    'when ``--fingerprint-mode=custom``.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "str"}, '
+    '"--fully-sharded-loras": {"action": "boolean_optional", "aliases": ["--no-fully-sharded-loras"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "fully_sharded_loras", "group": "LoRAConfig", '
+    '"help": "By default, only half of the LoRA computation is sharded with tensor parallelism. Enabling this will use '
+    'the fully sharded layers. At high sequence length, max rank or tensor parallel size, this is likely faster.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--gdn-prefill-backend": {"action": "store", "aliases": [], "choices": ["flashinfer", "triton", "cutedsl", '
+    '"aiter_flydsl", "sycl"], "const": null, "default": null, "deprecated": false, "dest": "gdn_prefill_backend", '
+    '"group": "options", "help": "Select GDN prefill backend.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "str"}, '
+    '"--generation-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "auto", '
+    '"deprecated": false, "dest": "generation_config", "group": "ModelConfig", "help": "The folder path to the '
+    'generation config. Defaults to `\\"auto\\"`, the generation config will be loaded from model path. If set to '
+    '`\\"vllm\\"`, no generation config is loaded, vLLM defaults will be used. If set to a folder path, the generation '
+    "config will be loaded from the specified folder path. If `max_new_tokens` is specified in generation config, then "
+    'it sets a server-wide limit on the number of output tokens for all requests.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--gpu-memory-utilization": {"action": "store", "aliases": ["--device-memory-utilization"], "choices": null, '
+    '"const": null, "default": 0.92, "deprecated": false, "dest": "gpu_memory_utilization", "group": "CacheConfig", '
+    '"help": "The fraction of GPU memory to be used for the model executor, which can range from 0 to 1. For example, '
+    "a value of 0.5 would imply 50% GPU memory utilization. If unspecified, will use the default value of 0.92. This "
+    "is a per-instance limit, and only applies to the current vLLM instance. It does not matter if you have another "
+    "vLLM instance running on the same GPU. For example, if you have two vLLM instances running on the same GPU, you "
+    "can set the GPU memory utilization to 0.5 for each instance. On non-GPU installs, this value controls the "
+    'corresponding device memory utilization.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "float"}, '
+    '"--grpc": {"action": "store_true", "aliases": [], "choices": null, "const": true, "default": false, "deprecated": '
+    'false, "dest": "grpc", "group": "options", "help": "Launch the Python gRPC (SMG VllmEngine) server on --port '
+    "instead of the HTTP OpenAI-compatible server. Requires: pip install vllm[grpc]. Cannot be combined with "
+    '--grpc-port, which enables the Rust frontend\'s gRPC services.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--grpc-port": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "grpc_port", "group": "Frontend", "help": "Enable the Rust frontend\'s additional gRPC Inference '
+    "and Control services on this port. Requires `VLLM_USE_RUST_FRONTEND=1 vllm serve`; HTTP remains on `--port`. "
+    "Binds on `--host`, or 127.0.0.1 with `--uds`. Cannot be combined with the Python gRPC server's `--grpc` flag.\", "
+    '"hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "int"}, '
+    '"--h11-max-header-count": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 256, '
+    '"deprecated": false, "dest": "h11_max_header_count", "group": "Frontend", "help": "Maximum number of HTTP headers '
+    'allowed in a request for h11 parser. Helps mitigate header abuse. Default: 256.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--h11-max-incomplete-event-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '4194304, "deprecated": false, "dest": "h11_max_incomplete_event_size", "group": "Frontend", "help": "Maximum size '
+    "(bytes) of an incomplete HTTP event (header or body) for h11 parser. Helps mitigate header abuse. Default: "
+    '4194304 (4 MB).", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--headless": {"action": "store_true", "aliases": [], "choices": null, "const": true, "default": false, '
+    '"deprecated": false, "dest": "headless", "group": "options", "help": "Run in headless mode. See multi-node data '
+    'parallel documentation for more details.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--help": {"action": "help", "aliases": ["-h"], "choices": null, "const": null, "default": "==SUPPRESS==", '
+    '"deprecated": false, "dest": "help", "group": "options", "help": "show this help message and exit", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "none"}, '
+    '"--hf-config-path": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "hf_config_path", "group": "ModelConfig", "help": "Name or path of the Hugging Face '
+    'config to use. If unspecified, model name or path will be used.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--hf-overrides": {"action": "store", "aliases": [], "choices": null, "const": null, "default": {}, "deprecated": '
+    'false, "dest": "hf_overrides", "group": "ModelConfig", "help": "If a dictionary, contains arguments to be '
+    'forwarded to the Hugging Face config. If a callable, it is called to update the HuggingFace config.", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "json_or_str"}, '
+    '"--hf-token": {"action": "store", "aliases": [], "choices": null, "const": true, "default": null, "deprecated": '
+    'false, "dest": "hf_token", "group": "ModelConfig", "help": "The token to use as HTTP bearer authorization for '
+    "remote files . If `True`, will use the token generated when running `hf auth login` (stored in "
+    '`~/.cache/huggingface/token`).", "hidden": false, "json_class": null, "nargs": "?", "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--host": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "host", "group": "Frontend", "help": "Host name.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--ignore-patterns": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '["original/**/*"], "deprecated": false, "dest": "ignore_patterns", "group": "LoadConfig", "help": "The list of '
+    'patterns to ignore when loading the model. Default to \\"original/**/*\\" to avoid repeated loading of llama\'s '
+    'checkpoints.", "hidden": false, "json_class": null, "nargs": "+", "optional": false, "takes_value": true, "type": '
+    '"str"}, '
+    '"--interleave-mm-strings": {"action": "boolean_optional", "aliases": ["--no-interleave-mm-strings"], "choices": '
+    'null, "const": true, "default": false, "deprecated": false, "dest": "interleave_mm_strings", "group": '
+    '"MultiModalConfig", "help": "Enable fully interleaved support for multimodal prompts, while using", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--io-processor-plugin": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "io_processor_plugin", "group": "ModelConfig", "help": "IOProcessor plugin name to '
+    'load at model startup", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": '
+    'true, "type": "str"}, '
+    '"--ir-op-priority": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '"<IrOpPriorityConfig defaults>", "deprecated": true, "dest": "ir_op_priority", "group": "KernelConfig", "help": '
+    '"vLLM IR op priority for dispatching/lowering during the forward pass. Platform defaults appended automatically '
+    'during VllmConfig.__post_init__.", "hidden": false, "json_class": "IrOpPriorityConfig", "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "json"}, '
+    '"--jit-monitor-mode": {"action": "store", "aliases": [], "choices": ["error", "warn"], "const": null, "default": '
+    '"warn", "deprecated": false, "dest": "jit_monitor_mode", "group": "ObservabilityConfig", "help": "How to handle '
+    'post-warmup JIT compilation events.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--jit-monitor-verbose": {"action": "boolean_optional", "aliases": ["--no-jit-monitor-verbose"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "jit_monitor_verbose", "group": '
+    '"ObservabilityConfig", "help": "Log every monitored JIT compile with runtime details. This can emit many logs and '
+    'add overhead, so it is intended for debugging.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--kda-decode-backend": {"action": "store", "aliases": [], "choices": ["auto", "native", "flashinfer", "triton"], '
+    '"const": null, "default": null, "deprecated": false, "dest": "kda_decode_backend", "group": "options", "help": '
+    '"Select KDA decode backend.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--kda-prefill-backend": {"action": "store", "aliases": [], "choices": ["auto", "triton", "flashkda", '
+    '"flashinfer", "fused"], "const": null, "default": null, "deprecated": false, "dest": "kda_prefill_backend", '
+    '"group": "options", "help": "Select KDA prefill backend. \'flashkda\' is CUDA-only and \'fused\' is ROCm-only; '
+    '\'auto\' picks a supported backend.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--kernel-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "<KernelConfig '
+    'defaults>", "deprecated": false, "dest": "kernel_config", "group": "VllmConfig", "help": "Kernel configuration.", '
+    '"hidden": false, "json_class": "KernelConfig", "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"json"}, '
+    '"--kv-cache-dtype": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "auto", '
+    '"deprecated": false, "dest": "kv_cache_dtype", "group": "CacheConfig", "help": "Data type for kv cache storage. '
+    'If \\"auto\\", will use model data type. An explicit float16 or bfloat16 must match the model data type. Custom '
+    "dtypes can registered by platform backends via ``register_kv_cache_dtype`` are accepted (see vllm.config.cache). "
+    "CUDA 11.8+ supports fp8 (=fp8_e4m3) and fp8_e5m2. ROCm (AMD GPU) supports fp8 (=fp8_e4m3). Intel Gaudi (HPU) "
+    "supports fp8 (using fp8_inc). Some models (namely DeepSeekV3.2) default to fp8, set to bfloat16 to use bfloat16 "
+    'instead, this is an invalid option for models that do not default to fp8. \\"nvfp4_4over6\\" uses the NVFP4 '
+    'layout and selects between max/6 and max/4 scales per 16 values by minimizing squared reconstruction error.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--kv-cache-dtype-skip-layers": {"action": "store", "aliases": [], "choices": null, "const": null, "default": [], '
+    '"deprecated": false, "dest": "kv_cache_dtype_skip_layers", "group": "CacheConfig", "help": "Layer patterns to '
+    "skip KV cache quantization. Accepts layer indices (e.g., '0', '2', '4') or attention type names (e.g., "
+    '\'sliding_window\').", "hidden": false, "json_class": null, "nargs": "+", "optional": false, "takes_value": true, '
+    '"type": "str"}, '
+    '"--kv-cache-memory-bytes": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "kv_cache_memory_bytes", "group": "CacheConfig", "help": "Size of KV Cache per GPU '
+    "in bytes. By default, this is set to None and vllm can automatically infer the kv cache size based on "
+    "gpu_memory_utilization. However, users may want to manually specify the kv cache memory size. "
+    "kv_cache_memory_bytes allows more fine-grain control of how much memory gets used when compared with using "
+    'gpu_memory_utilization. Note that kv_cache_memory_bytes (when not-None) ignores gpu_memory_utilization", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "human_int"}, '
+    '"--kv-cache-metrics": {"action": "boolean_optional", "aliases": ["--no-kv-cache-metrics"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "kv_cache_metrics", "group": "ObservabilityConfig", '
+    '"help": "Enable KV cache residency metrics (lifetime, idle time, reuse gaps). Uses sampling to minimize overhead. '
+    'Requires log stats to be enabled (i.e., --disable-log-stats not set).", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--kv-cache-metrics-sample": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0.01, '
+    '"deprecated": false, "dest": "kv_cache_metrics_sample", "group": "ObservabilityConfig", "help": "Sampling rate '
+    'for KV cache metrics (0.0, 1.0]. Default 0.01 = 1% of blocks.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": false, "takes_value": true, "type": "float"}, '
+    '"--kv-events-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "kv_events_config", "group": "VllmConfig", "help": "The configurations for event '
+    'publishing.", "hidden": false, "json_class": "KVEventsConfig", "nargs": null, "optional": true, "takes_value": '
+    'true, "type": "json"}, '
+    '"--kv-offloading-backend": {"action": "store", "aliases": [], "choices": ["lmcache", "native"], "const": null, '
+    '"default": "native", "deprecated": false, "dest": "kv_offloading_backend", "group": "CacheConfig", "help": "The '
+    "backend to use for KV cache offloading. Supported backends include 'native' (vLLM native CPU offloading), "
+    '\'lmcache\'. KV offloading is only activated when kv_offloading_size is set.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--kv-offloading-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "kv_offloading_size", "group": "CacheConfig", "help": "Size of the KV cache '
+    "offloading buffer in GiB. When TP > 1, this is the total buffer size summed across all TP ranks. By default, this "
+    "is set to None, which means no KV offloading is enabled. When set, vLLM will enable KV cache offloading to CPU "
+    'using the kv_offloading_backend.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "float"}, '
+    '"--kv-sharing-fast-prefill": {"action": "boolean_optional", "aliases": ["--no-kv-sharing-fast-prefill"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "kv_sharing_fast_prefill", '
+    '"group": "CacheConfig", "help": "In some KV sharing setups, e.g. YOCO (https://arxiv.org/abs/2405.05254), some '
+    "layers can skip tokens corresponding to prefill. This flag enables attention metadata for eligible layers to be "
+    'overridden with metadata necessary for implementing this optimization in some models (e.g. Gemma3n)", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--kv-transfer-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "kv_transfer_config", "group": "VllmConfig", "help": "The configurations for '
+    'distributed KV cache transfer.", "hidden": false, "json_class": "KVTransferConfig", "nargs": null, "optional": '
+    'true, "takes_value": true, "type": "json"}, '
+    '"--language-model-only": {"action": "boolean_optional", "aliases": ["--no-language-model-only"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "language_model_only", "group": "MultiModalConfig", '
+    '"help": "If True, disables all multimodal inputs by setting all modality limits to 0. Equivalent to setting '
+    '`--limit-mm-per-prompt` to 0 for every modality.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--limit-mm-per-prompt": {"action": "store", "aliases": [], "choices": null, "const": null, "default": {}, '
+    '"deprecated": false, "dest": "limit_mm_per_prompt", "group": "MultiModalConfig", "help": "The maximum number of '
+    'input items and options allowed per prompt for each modality.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--linear-backend": {"action": "store", "aliases": [], "choices": ["aiter", "auto", "b12x", "conch", "cutlass", '
+    '"deep_gemm", "emulation", "exllama", "fbgemm", "flashinfer_b12x", "flashinfer_cudnn", "flashinfer_cutedsl", '
+    '"flashinfer_cutlass", "flashinfer_trtllm", "humming", "machete", "marlin", "torch", "triton", "xpu", "xpu_woq"], '
+    '"const": null, "default": "auto", "deprecated": false, "dest": "linear_backend", "group": "KernelConfig", "help": '
+    '"Backend for linear layer GEMM kernels. Available options:", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "str"}, '
+    '"--load-format": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "auto", '
+    '"deprecated": false, "dest": "load_format", "group": "LoadConfig", "help": "The format of the model weights to '
+    'load.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"str"}, '
+    '"--log-config-file": {"action": "DeprecatedLogConfigFileAction", "aliases": [], "choices": null, "const": null, '
+    '"default": "==SUPPRESS==", "deprecated": true, "dest": "log_config_file", "group": "LoggingConfig", "help": '
+    '"--log-config-file is deprecated and will be removed in v0.33.0. Use --logging-config.pylogging_config_file '
+    'instead.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"str"}, '
+    '"--log-error-stack": {"action": "boolean_optional", "aliases": ["--no-log-error-stack"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "log_error_stack", "group": "Frontend", "help": "If '
+    'set to True, log the stack trace of error responses", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--log-level": {"action": "store", "aliases": [], "choices": ["CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", '
+    '"NOTSET"], "const": null, "default": "==SUPPRESS==", "deprecated": false, "dest": "log_level", "group": '
+    '"LoggingConfig", "help": "Shortcut for --logging-config.log_level. Overrides that field if both are specified.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--logging-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "==SUPPRESS==", '
+    '"deprecated": false, "dest": "logging_config", "group": "LoggingConfig", "help": "Logging configuration.", '
+    '"hidden": false, "json_class": "LoggingConfig", "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"json"}, '
+    '"--logits-processors": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "logits_processors", "group": "ModelConfig", "help": "One or more logits '
+    'processors\' fully-qualified class names or class definitions", "hidden": false, "json_class": null, "nargs": '
+    '"+", "optional": true, "takes_value": true, "type": "str"}, '
+    '"--logprobs-mode": {"action": "store", "aliases": [], "choices": ["processed_logits", "processed_logprobs", '
+    '"raw_logits", "raw_logprobs"], "const": null, "default": "raw_logprobs", "deprecated": false, "dest": '
+    '"logprobs_mode", "group": "ModelConfig", "help": "Indicates the content returned in the logprobs and '
+    "prompt_logprobs. Supported mode: 1) raw_logprobs, 2) processed_logprobs, 3) raw_logits, 4) processed_logits. Raw "
+    "means the values before applying any logit processors, like bad words. Processed means the values after applying "
+    "all processors, including temperature and top_k/top_p. Note: for prompt_logprobs, processed_* and raw_* yield "
+    'identical results because prompt tokens do not go through sampling processors.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--long-prefill-token-threshold": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '0, "deprecated": false, "dest": "long_prefill_token_threshold", "group": "SchedulerConfig", "help": "For chunked '
+    "prefill, a request is considered long if the prompt is longer than this number of tokens. 0 disables the cap "
+    '(default).", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"int"}, '
+    '"--long-prefill-token-threshold-adaptive": {"action": "boolean_optional", "aliases": '
+    '["--no-long-prefill-token-threshold-adaptive"], "choices": null, "const": true, "default": false, "deprecated": '
+    'false, "dest": "long_prefill_token_threshold_adaptive", "group": "SchedulerConfig", "help": "Floor the effective '
+    "long prefill token threshold at a fair share of the token budget: max_num_batched_tokens divided by the number of "
+    'queued and running requests. Only applies when long_prefill_token_threshold is nonzero.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--lora-dtype": {"action": "store", "aliases": [], "choices": ["auto", "bfloat16", "float16"], "const": null, '
+    '"default": "auto", "deprecated": false, "dest": "lora_dtype", "group": "LoRAConfig", "help": "Data type for LoRA. '
+    'If auto, will default to base model dtype.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--lora-modules": {"action": "LoRAParserAction", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "lora_modules", "group": "Frontend", "help": "LoRA modules configurations in either '
+    "'name=path' format or JSON format or JSON list format. Example (old format): `'name=path'` Example (new format): "
+    '`{\\"name\\": \\"name\\", \\"path\\": \\"lora_path\\", \\"base_model_name\\": \\"id\\"}`", "hidden": false, '
+    '"json_class": null, "nargs": "+", "optional": true, "takes_value": true, "type": "str"}, '
+    '"--lora-target-modules": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "lora_target_modules", "group": "LoRAConfig", "help": "Restrict LoRA to specific '
+    'module suffixes (e.g., [\\"o_proj\\", \\"qkv_proj\\"]). If None, all supported LoRA modules are used. This allows '
+    'deployment-time control over which modules have LoRA applied, useful for performance tuning.", "hidden": false, '
+    '"json_class": null, "nargs": "+", "optional": true, "takes_value": true, "type": "str"}, '
+    '"--mamba-backend": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "triton", '
+    '"deprecated": false, "dest": "mamba_backend", "group": "MambaConfig", "help": "Mamba SSU backend to use.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--mamba-block-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "mamba_block_size", "group": "CacheConfig", "help": "Size of a contiguous cache '
+    'block in number of tokens for mamba cache. Can be set only when prefix caching is enabled.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "int"}, '
+    '"--mamba-cache-dtype": {"action": "store", "aliases": [], "choices": ["auto", "bfloat16", "float16", "float32"], '
+    '"const": null, "default": "auto", "deprecated": false, "dest": "mamba_cache_dtype", "group": "CacheConfig", '
+    '"help": "The data type to use for the Mamba cache (both the conv as well as the ssm state). If set to \'auto\', '
+    'the data type will be inferred from the model config.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "str"}, '
+    '"--mamba-cache-mode": {"action": "store", "aliases": [], "choices": ["align", "none"], "const": null, "default": '
+    'null, "deprecated": true, "dest": "mamba_cache_mode", "group": "CacheConfig", "help": "--mamba-cache-mode is '
+    "deprecated and will be removed in v0.33.0. It has no effect: Mamba prefix caching follows "
+    '--enable-prefix-caching.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": '
+    'true, "type": "str"}, '
+    '"--mamba-cache-philox-rounds": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, '
+    '"deprecated": false, "dest": "mamba_cache_philox_rounds", "group": "MambaConfig", "help": "Number of Philox PRNG '
+    "rounds for stochastic rounding random number generation. 0 uses the Triton default. Higher values improve "
+    'randomness quality at the cost of compute.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "int"}, '
+    '"--mamba-ssm-cache-dtype": {"action": "store", "aliases": [], "choices": ["auto", "bfloat16", "float16", '
+    '"float32"], "const": null, "default": "auto", "deprecated": false, "dest": "mamba_ssm_cache_dtype", "group": '
+    '"CacheConfig", "help": "The data type to use for the Mamba cache (ssm state only, conv state will still be '
+    "controlled by mamba_cache_dtype). If set to 'auto', the data type for the ssm state will be determined by "
+    'mamba_cache_dtype.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "str"}, '
+    '"--mamba-ssu-algorithm": {"action": "store", "aliases": [], "choices": ["auto", "horizontal", "simple", '
+    '"vertical", null], "const": null, "default": null, "deprecated": false, "dest": "mamba_ssu_algorithm", "group": '
+    '"MambaConfig", "help": "Selective state update algorithm to use with the FlashInfer backend. None defaults to '
+    'FlashInfer\'s \\"auto\\" algorithm. Forced algorithms must be supported by FlashInfer for the active GPU, state '
+    'dtype, and decoding mode.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": '
+    'true, "type": "str"}, '
+    '"--master-addr": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "127.0.0.1", '
+    '"deprecated": false, "dest": "master_addr", "group": "ParallelConfig", "help": "distributed master address for '
+    'multi-node distributed inference when distributed_executor_backend is mp.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--master-port": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 29501, '
+    '"deprecated": false, "dest": "master_port", "group": "ParallelConfig", "help": "distributed master port for '
+    'multi-node distributed inference when distributed_executor_backend is mp.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--max-cpu-loras": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_cpu_loras", "group": "LoRAConfig", "help": "Maximum number of LoRAs to store in '
+    'CPU memory. Must be >= than `max_loras`.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "int"}, '
+    '"--max-cudagraph-capture-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "max_cudagraph_capture_size", "group": "CompilationConfig", "help": "The '
+    'maximum cudagraph capture size.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--max-log-len": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_log_len", "group": "Frontend", "help": "Max number of prompt characters or '
+    'prompt ID numbers being printed in log. The default of None means unlimited.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": true, "takes_value": true, "type": "int"}, '
+    '"--max-logprobs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 20, "deprecated": '
+    'false, "dest": "max_logprobs", "group": "ModelConfig", "help": "Maximum number of log probabilities to return '
+    "when `logprobs` is specified in `SamplingParams`. The default value comes the default for the OpenAI Chat "
+    "Completions API. -1 means no cap, i.e. all (output_length * vocab_size) logprobs are allowed to be returned and "
+    'it may cause OOM.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--max-lora-cls-labels": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_lora_cls_labels", "group": "LoRAConfig", "help": "Maximum output size for LoRA '
+    'classification heads. Defaults to the base classification head size.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": true, "takes_value": true, "type": "int"}, '
+    '"--max-lora-rank": {"action": "store", "aliases": [], "choices": [1, 8, 16, 32, 64, 128, 256, 320, 512], "const": '
+    'null, "default": 16, "deprecated": false, "dest": "max_lora_rank", "group": "LoRAConfig", "help": "Max LoRA '
+    'rank.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"int"}, '
+    '"--max-loras": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 1, "deprecated": '
+    'false, "dest": "max_loras", "group": "LoRAConfig", "help": "Max number of LoRAs in a single batch.", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--max-model-len": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_model_len", "group": "ModelConfig", "help": "Model context length (prompt and '
+    'output). If unspecified, will be automatically derived from the model config.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "human_int_or_auto"}, '
+    '"--max-num-active-seqs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_num_active_seqs", "group": "SchedulerConfig", "help": "Maximum number of '
+    'requests the scheduler admits into RUNNING.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'true, "takes_value": true, "type": "int"}, '
+    '"--max-num-batched-tokens": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_num_batched_tokens", "group": "SchedulerConfig", "help": "Maximum number of '
+    'tokens that can be processed in a single iteration.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "human_int"}, '
+    '"--max-num-queued-reqs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_num_queued_reqs", "group": "SchedulerConfig", "help": "Maximum number of '
+    "requests that can be in-flight (waiting or running) at the same time, or None for no limit. When the limit is "
+    "reached, new requests are rejected with HTTP 503 so the client can retry on another instance. This bounds vLLM's "
+    'otherwise unbounded request queue and is primarily a coarse capacity valve.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": true, "takes_value": true, "type": "int"}, '
+    '"--max-num-queued-tokens": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_num_queued_tokens", "group": "SchedulerConfig", "help": "Maximum total prompt '
+    "tokens of requests currently in the prefill phase, or None for no limit. When the limit is reached, new requests "
+    'are rejected with HTTP 503.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "human_int"}, '
+    '"--max-num-scheduled-tokens": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_num_scheduled_tokens", "group": "SchedulerConfig", "help": "Maximum number of '
+    'tokens that the scheduler may issue in a single iteration.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": true, "takes_value": true, "type": "human_int"}, '
+    '"--max-num-seqs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "max_num_seqs", "group": "SchedulerConfig", "help": "Maximum number of sequences to '
+    'be processed in a single iteration.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--max-parallel-loading-workers": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "max_parallel_loading_workers", "group": "ParallelConfig", "help": "Maximum '
+    "number of parallel loading workers when loading model sequentially in multiple batches. To avoid RAM OOM when "
+    'using tensor parallel and large models.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "int"}, '
+    '"--media-io-kwargs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": {}, '
+    '"deprecated": false, "dest": "media_io_kwargs", "group": "MultiModalConfig", "help": "Additional args passed to '
+    "process media inputs, keyed by modalities. For example, to set num_frames for video, set `--media-io-kwargs "
+    '\'{\\"video\\": {\\"num_frames\\": 40} }\'`", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "json"}, '
+    '"--middleware": {"action": "append", "aliases": [], "choices": null, "const": null, "default": [], "deprecated": '
+    'false, "dest": "middleware", "group": "Frontend", "help": "Additional ASGI middleware to apply to the app. We '
+    'accept multiple", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "str"}, '
+    '"--mm-device-do-normalize": {"action": "boolean_optional", "aliases": ["--no-mm-device-do-normalize"], "choices": '
+    'null, "const": true, "default": null, "deprecated": false, "dest": "mm_device_do_normalize", "group": '
+    '"MultiModalConfig", "help": "Move the do_normalize computation in the mm preprocessing to before the ViT, and let '
+    'the device do it, so that CPU computation can be saved.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--mm-encoder-attn-backend": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "mm_encoder_attn_backend", "group": "MultiModalConfig", "help": "Optional override '
+    "for the multi-modal encoder attention backend when using vision transformers. Accepts any value from "
+    '`vllm.v1.attention.backends.registry.AttentionBackendEnum` (e.g. `FLASH_ATTN`).", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--mm-encoder-attn-dtype": {"action": "store", "aliases": [], "choices": ["fp8", null], "const": null, "default": '
+    'null, "deprecated": false, "dest": "mm_encoder_attn_dtype", "group": "MultiModalConfig", "help": "Optional dtype '
+    'override for ViT encoder attention. Set to `\\"fp8\\"` to enable FP8 quantization via the FlashInfer cuDNN '
+    'backend. When set to `\\"fp8\\"` without a scale file, dynamic scaling is used automatically. See '
+    'docs/features/quantization/fp8_vit_attn.md for details.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": true, "takes_value": true, "type": "str"}, '
+    '"--mm-encoder-fp8-scale-path": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "mm_encoder_fp8_scale_path", "group": "MultiModalConfig", "help": "Path to a '
+    "JSON file containing per-layer FP8 Q/K/V scales for ViT encoder attention. When provided (with "
+    '`mm_encoder_attn_dtype=\\"fp8\\"`), static scaling is used. When omitted, dynamic scaling is used.", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--mm-encoder-fp8-scale-save-margin": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": 1.5, "deprecated": false, "dest": "mm_encoder_fp8_scale_save_margin", "group": "MultiModalConfig", '
+    '"help": "Safety margin multiplied onto scales when auto-saving. A value > 1 leaves headroom so that inputs with '
+    'larger activations than the calibration set do not overflow FP8 range. Default 1.5.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "float"}, '
+    '"--mm-encoder-fp8-scale-save-path": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "mm_encoder_fp8_scale_save_path", "group": "MultiModalConfig", "help": "When '
+    'set with dynamic FP8 scaling (`mm_encoder_attn_dtype=\\"fp8\\"` and no `mm_encoder_fp8_scale_path`), saves the '
+    "calibrated scales to this file after the amax history buffer is full. The saved file can then be used as "
+    '`mm_encoder_fp8_scale_path` in subsequent runs.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'true, "takes_value": true, "type": "str"}, '
+    '"--mm-encoder-only": {"action": "boolean_optional", "aliases": ["--no-mm-encoder-only"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "mm_encoder_only", "group": "MultiModalConfig", '
+    '"help": "When enabled, skips the language component of the model.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--mm-encoder-tp-mode": {"action": "store", "aliases": [], "choices": ["data", "weights"], "const": null, '
+    '"default": "weights", "deprecated": false, "dest": "mm_encoder_tp_mode", "group": "MultiModalConfig", "help": '
+    '"Indicates how to optimize multi-modal encoder inference using tensor parallelism (TP).", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--mm-hasher-algorithm": {"action": "store", "aliases": [], "choices": ["blake3", "sha256", "sha512"], "const": '
+    'null, "default": "blake3", "deprecated": false, "dest": "mm_hasher_algorithm", "group": "MultiModalConfig", '
+    '"help": "Hash algorithm to use for multi-modal input caching. Use `\\"sha256\\"` or `\\"sha512\\"` for '
+    'FIPS-compliant deployments.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--mm-ipc-gpu-memory-gb": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, '
+    '"deprecated": false, "dest": "mm_ipc_gpu_memory_gb", "group": "MultiModalConfig", "help": "Amount of GPU memory '
+    "(in GiB) sequestered on the engine's device for GPU-side multimodal work in the API-server (frontend) process, "
+    'such as hardware video decoding.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "float"}, '
+    '"--mm-processor-cache-gb": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 4, '
+    '"deprecated": false, "dest": "mm_processor_cache_gb", "group": "MultiModalConfig", "help": "The size (in GiB) of '
+    'the multi-modal processor cache, which is used to avoid re-processing past multi-modal inputs.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "float"}, '
+    '"--mm-processor-cache-type": {"action": "store", "aliases": [], "choices": ["lru", "shm"], "const": null, '
+    '"default": "lru", "deprecated": false, "dest": "mm_processor_cache_type", "group": "MultiModalConfig", "help": '
+    '"Type of cache to use for the multi-modal preprocessor/mapper. If `shm`, use shared memory FIFO cache. If `lru`, '
+    'use mirrored LRU cache.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": '
+    'true, "type": "str"}, '
+    '"--mm-processor-device": {"action": "store", "aliases": [], "choices": ["auto", "cpu", "cuda"], "const": null, '
+    '"default": "auto", "deprecated": false, "dest": "mm_processor_device", "group": "MultiModalConfig", "help": '
+    '"Device the HF multi-modal processor runs the image/video transform on. Convenience for `--mm-processor-kwargs '
+    "'{\\\"device\\\": ...}'`: the value is resolved here and stored there, it is not kept as separate state. Only "
+    'takes effect for HF \\"fast\\" (torchvision-backed) processors, which accept a `device` argument; the others '
+    'ignore it and stay on CPU.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--mm-processor-kwargs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "mm_processor_kwargs", "group": "MultiModalConfig", "help": "Arguments to be '
+    "forwarded to the model's processor for multi-modal data, e.g., image processor. Overrides for the multi-modal "
+    'processor obtained from `transformers.AutoProcessor.from_pretrained`.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": true, "takes_value": true, "type": "json"}, '
+    '"--mm-shm-cache-max-object-size-mb": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": 128, "deprecated": false, "dest": "mm_shm_cache_max_object_size_mb", "group": "MultiModalConfig", '
+    '"help": "Size limit (in MiB) for each object stored in the multi-modal processor shared memory cache. Only '
+    'effective when `mm_processor_cache_type` is `\\"shm\\"`.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"--mm-tensor-ipc": {"action": "store", "aliases": [], "choices": ["direct_rpc", "torch_shm"], "const": null, '
+    '"default": "direct_rpc", "deprecated": false, "dest": "mm_tensor_ipc", "group": "MultiModalConfig", "help": "IPC '
+    '(inter-process communication) method for multimodal tensors.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--model": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "Qwen/Qwen3-0.6B", '
+    '"deprecated": false, "dest": "model", "group": "ModelConfig", "help": "Name or path of the Hugging Face model to '
+    "use. It is also used as the content for `model_name` tag in metrics output when `served_model_name` is not "
+    'specified.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"str"}, '
+    '"--model-class-overrides": {"action": "store", "aliases": [], "choices": null, "const": null, "default": {}, '
+    '"deprecated": false, "dest": "model_class_overrides", "group": "ModelConfig", "help": "Override the model class '
+    'used for one or more architectures, mapping the architecture name to a `\\"module:class\\"` target (the same '
+    "format accepted by `ModelRegistry.register_model`). This registers the target class at runtime, e.g. "
+    '`{\\"GlmMoeDsaForCausalLM\\": \\"vllm.models.deepseek_v32.nvidia.model:DeepseekV32ForCausalLM\\"}`. This argument '
+    'is for development and debugging purposes only.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "json"}, '
+    '"--model-impl": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "auto", '
+    '"deprecated": false, "dest": "model_impl", "group": "ModelConfig", "help": "Which implementation of the model to '
+    'use:", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"str"}, '
+    '"--model-loader-extra-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": {}, '
+    '"deprecated": false, "dest": "model_loader_extra_config", "group": "LoadConfig", "help": "Extra config for model '
+    'loader. This will be passed to the model loader corresponding to the chosen load_format.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "json_or_str"}, '
+    '"--moe-backend": {"action": "store", "aliases": [], "choices": ["aiter", "aiter_mega_moe", '
+    '"aiter_triton_mxfp4_bf16", "aiter_triton_mxfp4_mxfp4", "auto", "b12x", "batched_triton", "cutlass", "deep_gemm", '
+    '"deep_gemm_mega_moe", "emulation", "flashinfer_b12x", "flashinfer_cutedsl", "flashinfer_cutlass", '
+    '"flashinfer_moe_ep_cutedsl", "flashinfer_moe_ep_mega_deep_gemm", "flashinfer_trtllm", "flydsl", "hpc", "humming", '
+    '"marlin", "rdna3", "triton", "triton_unfused"], "const": null, "default": "auto", "deprecated": false, "dest": '
+    '"moe_backend", "group": "KernelConfig", "help": "Backend for MoE expert computation kernels. Available options:", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--monokernel": {"action": "boolean_optional", "aliases": ["--no-monokernel"], "choices": null, "const": true, '
+    '"default": false, "deprecated": false, "dest": "monokernel", "group": "KernelConfig", "help": "If True, run the '
+    "eligible layers of decode steps on the model's MonoKernel: a persistent kernel that runs most or all of one "
+    "decoder layer in a single launch (DeepSeek-V4.1 on MI355X, DeepSeek-V4-Pro at TP8 on MI355X). A deployment that "
+    'cannot run it is refused at startup.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--nnodes": {"action": "store", "aliases": ["-n"], "choices": null, "const": null, "default": 1, "deprecated": '
+    'false, "dest": "nnodes", "group": "ParallelConfig", "help": "num of nodes for multi-node distributed inference '
+    'when distributed_executor_backend is mp.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--no-allow-credentials": {"action": "boolean_optional", "aliases": ["--allow-credentials"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "allow_credentials", "group": "Frontend", "help": '
+    '"Allow credentials.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--no-allow-deprecated-quantization": {"action": "boolean_optional", "aliases": '
+    '["--allow-deprecated-quantization"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "allow_deprecated_quantization", "group": "ModelConfig", "help": "Whether to allow deprecated '
+    'quantization methods.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--no-async-scheduling": {"action": "boolean_optional", "aliases": ["--async-scheduling"], "choices": null, '
+    '"const": false, "default": null, "deprecated": false, "dest": "async_scheduling", "group": "SchedulerConfig", '
+    '"help": "If set to False, disable async scheduling. Async scheduling helps to avoid gaps in GPU utilization, '
+    'leading to better latency and throughput.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-cohere-is-reasoning-model": {"action": "boolean_optional", "aliases": ["--cohere-is-reasoning-model"], '
+    '"choices": null, "const": false, "default": true, "deprecated": false, "dest": "cohere_is_reasoning_model", '
+    '"group": "Frontend", "help": "Cohere ``/cohere/v2/chat`` only. Whether the served model is a reasoning '
+    "Command-family model. When True (default), the assistant's chain-of-thought is surfaced as a ``thinking`` content "
+    "block (or ``content-*`` events on the stream). When False, reasoning is surfaced as Cohere's ``tool_plan`` field "
+    "(or ``tool-plan-delta`` events) whenever the model emits tool calls, matching older non- reasoning Command "
+    'models. Has no effect on the non-Cohere endpoints.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-cudagraph-metrics": {"action": "boolean_optional", "aliases": ["--cudagraph-metrics"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "cudagraph_metrics", "group": '
+    '"ObservabilityConfig", "help": "Enable CUDA graph metrics (number of padded/unpadded tokens, runtime cudagraph '
+    'dispatch modes, and their observed frequencies at every logging interval).", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-data-parallel-external-lb": {"action": "boolean_optional", "aliases": ["--data-parallel-external-lb", '
+    '"-dpe"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"data_parallel_external_lb", "group": "ParallelConfig", "help": "Whether to use \\"external\\" DP LB mode. '
+    'Applies only to online serving and when data_parallel_size > 0. This is useful for a \\"one-pod-per-rank\\" '
+    "wide-EP setup in Kubernetes. Supported only for MoE deployments; non-MoE models should use independent vLLM "
+    "instances without --data-parallel-* arguments. Set implicitly when --data-parallel-rank is provided explicitly to "
+    'vllm serve.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-data-parallel-hybrid-lb": {"action": "boolean_optional", "aliases": ["--data-parallel-hybrid-lb", "-dph"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "data_parallel_hybrid_lb", '
+    '"group": "ParallelConfig", "help": "Whether to use \\"hybrid\\" DP LB mode. Applies only to online serving and '
+    'when data_parallel_size > 0. Enables running an AsyncLLM and API server on a \\"per-node\\" basis where vLLM load '
+    "balances between local data parallel ranks, but an external LB balances between vLLM nodes/replicas. Set "
+    'explicitly in conjunction with", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-dcp-q-replicate": {"action": "boolean_optional", "aliases": ["--dcp-q-replicate"], "choices": null, '
+    '"const": false, "default": null, "deprecated": false, "dest": "dcp_q_replicate", "group": "ParallelConfig", '
+    '"help": "Replicate the MLA query projection within each DCP group so decode can skip the query all-gather.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-disable-cascade-attn": {"action": "boolean_optional", "aliases": ["--disable-cascade-attn", '
+    '"--enable-cascade-attn"], "choices": null, "const": false, "default": null, "deprecated": true, "dest": '
+    '"disable_cascade_attn", "group": "ModelConfig", "help": "--disable-cascade-attn is deprecated and has no effect '
+    'since cascade attention has been removed. It will be removed in v0.33.0.", "hidden": true, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-disable-chunked-mm-input": {"action": "boolean_optional", "aliases": ["--disable-chunked-mm-input", '
+    '"--enable-chunked-mm-input"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_chunked_mm_input", "group": "SchedulerConfig", "help": "If set to true and chunked prefill is enabled, '
+    "we do not want to partially schedule a multimodal item. Only used in V1 This ensures that if a request has a "
+    "mixed prompt (like text tokens TTTT followed by image tokens IIIIIIIIII) where only some image tokens can be "
+    'scheduled (like TTTTIIIII, leaving IIIII), it will be scheduled as TTTT in one step and IIIIIIIIII in the next.", '
+    '"hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-disable-custom-all-reduce": {"action": "boolean_optional", "aliases": ["--disable-custom-all-reduce", '
+    '"--enable-custom-all-reduce"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_custom_all_reduce", "group": "ParallelConfig", "help": "Disable the custom all-reduce kernel and fall '
+    'back to NCCL.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-disable-fastapi-docs": {"action": "boolean_optional", "aliases": ["--disable-fastapi-docs", '
+    '"--enable-fastapi-docs"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_fastapi_docs", "group": "Frontend", "help": "Disable FastAPI\'s OpenAPI schema, Swagger UI, and ReDoc '
+    'endpoint.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-disable-hybrid-kv-cache-manager": {"action": "boolean_optional", "aliases": '
+    '["--disable-hybrid-kv-cache-manager", "--enable-hybrid-kv-cache-manager"], "choices": null, "const": false, '
+    '"default": null, "deprecated": false, "dest": "disable_hybrid_kv_cache_manager", "group": "SchedulerConfig", '
+    '"help": "If set to True, KV cache manager will allocate the same size of KV cache for all attention layers even '
+    "if there are multiple type of attention layers like full attention and sliding window attention. If set to None, "
+    'the default value will be determined based on the environment and starting configuration.", "hidden": true, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-disable-nccl-for-dp-synchronization": {"action": "boolean_optional", "aliases": '
+    '["--disable-nccl-for-dp-synchronization", "--enable-nccl-for-dp-synchronization"], "choices": null, "const": '
+    'false, "default": null, "deprecated": false, "dest": "disable_nccl_for_dp_synchronization", "group": '
+    '"ParallelConfig", "help": "Forces the dp synchronization logic in vllm/v1/worker/dp_utils.py to use Gloo instead '
+    'of NCCL for its all reduce.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--no-disable-sliding-window": {"action": "boolean_optional", "aliases": ["--disable-sliding-window", '
+    '"--enable-sliding-window"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_sliding_window", "group": "ModelConfig", "help": "Whether to disable sliding window. If True, we will '
+    "disable the sliding window functionality of the model, capping to sliding window size. If the model does not "
+    'support sliding window, this argument is ignored.", "hidden": true, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-disable-uvicorn-access-log": {"action": "boolean_optional", "aliases": ["--disable-uvicorn-access-log", '
+    '"--enable-uvicorn-access-log"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"disable_uvicorn_access_log", "group": "Frontend", "help": "Disable uvicorn access log.", "hidden": true, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-auto-tool-choice": {"action": "boolean_optional", "aliases": ["--disable-auto-tool-choice", '
+    '"--enable-auto-tool-choice"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_auto_tool_choice", "group": "Frontend", "help": "Enable auto tool choice for supported models. Use '
+    '`--tool-call-parser` to specify which parser to use.", "hidden": true, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-batch-sharded-sampling": {"action": "boolean_optional", "aliases": '
+    '["--disable-batch-sharded-sampling", "--enable-batch-sharded-sampling"], "choices": null, "const": false, '
+    '"default": null, "deprecated": false, "dest": "enable_batch_sharded_sampling", "group": "ParallelConfig", "help": '
+    '"Use sharded sampling across tensor parallel ranks. Each rank samples a slice of the batch instead of every rank '
+    "sampling all of it. Currently defaults to False if not set. Enabling it explicitly raises when the config cannot "
+    "support it (`tensor_parallel_size` must be > 1, `max_num_seqs` at least `tensor_parallel_size`, and "
+    '`max_logprobs` non-negative). Models opt in by implementing `compute_logits_local`.", "hidden": true, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-chunked-prefill": {"action": "boolean_optional", "aliases": ["--disable-chunked-prefill", '
+    '"--enable-chunked-prefill"], "choices": null, "const": false, "default": null, "deprecated": false, "dest": '
+    '"enable_chunked_prefill", "group": "SchedulerConfig", "help": "If True, prefill requests can be chunked based on '
+    'the remaining `max_num_batched_tokens`.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-enable-cumem-allocator": {"action": "boolean_optional", "aliases": ["--disable-cumem-allocator", '
+    '"--enable-cumem-allocator"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_cumem_allocator", "group": "ModelConfig", "help": "Enable the custom cumem allocator to leverage advanced '
+    'GPU memory allocation features such as multi-node NVLink support.", "hidden": true, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-dbo": {"action": "boolean_optional", "aliases": ["--disable-dbo", "--enable-dbo"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "enable_dbo", "group": "ParallelConfig", "help": '
+    '"Enable dual batch overlap for the model executor.", "hidden": true, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-elastic-ep": {"action": "boolean_optional", "aliases": ["--disable-elastic-ep", '
+    '"--enable-elastic-ep"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_elastic_ep", "group": "ParallelConfig", "help": "Enable elastic expert parallelism with stateless NCCL '
+    'groups for DP/EP.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--no-enable-ep-weight-filter": {"action": "boolean_optional", "aliases": ["--disable-ep-weight-filter", '
+    '"--enable-ep-weight-filter"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_ep_weight_filter", "group": "ParallelConfig", "help": "Skip non-local expert weights during model loading '
+    "when expert parallelism is active. Each rank only reads its own expert shard from disk, which can drastically "
+    "reduce storage I/O for MoE models with per-expert weight tensors (e.g. DeepSeek, Mixtral, Kimi-K2.5). Has no "
+    'effect on 3D fused-expert checkpoints (e.g. GPT-OSS) or non-MoE models.", "hidden": true, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-eplb": {"action": "boolean_optional", "aliases": ["--disable-eplb", "--enable-eplb"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "enable_eplb", "group": "ParallelConfig", '
+    '"help": "Enable expert parallelism load balancing for MoE layers.", "hidden": true, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-expert-parallel": {"action": "boolean_optional", "aliases": ["--disable-expert-parallel", '
+    '"--enable-expert-parallel", "-ep"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "enable_expert_parallel", "group": "ParallelConfig", "help": "Use expert parallelism instead of tensor '
+    'parallelism for MoE layers.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--no-enable-fault-tolerance": {"action": "boolean_optional", "aliases": ["--disable-fault-tolerance", '
+    '"--enable-fault-tolerance"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_fault_tolerance", "group": "ParallelConfig", "help": "Enable fault tolerance for detailed error recovery, '
+    'such as scaling down fault DPEngineCore.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-enable-flash-late-interaction": {"action": "boolean_optional", "aliases": '
+    '["--disable-flash-late-interaction", "--enable-flash-late-interaction"], "choices": null, "const": false, '
+    '"default": true, "deprecated": false, "dest": "enable_flash_late_interaction", "group": "Frontend", "help": "If '
+    "set, run pooling score MaxSim on GPU in the API server process. Can significantly improve late-interaction "
+    "scoring performance. When disabled, the setting is also propagated to the engine's `PoolerConfig`, so the "
+    'engine-side scorer uses the reference MaxSim path instead of the fused Triton kernel.", "hidden": true, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-flashinfer-autotune": {"action": "boolean_optional", "aliases": ["--disable-flashinfer-autotune", '
+    '"--enable-flashinfer-autotune"], "choices": null, "const": false, "default": null, "deprecated": false, "dest": '
+    '"enable_flashinfer_autotune", "group": "KernelConfig", "help": "Benchmark FlashInfer kernel implementations '
+    'during warmup and use the fastest. Enabled by default except at `-O0`; disable for faster startup.", "hidden": '
+    'true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-force-include-usage": {"action": "boolean_optional", "aliases": ["--disable-force-include-usage", '
+    '"--enable-force-include-usage"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_force_include_usage", "group": "Frontend", "help": "If set to True, including usage on every request.", '
+    '"hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-hc-sp": {"action": "boolean_optional", "aliases": ["--disable-hc-sp", "--enable-hc-sp"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "enable_hc_sp", "group": "ParallelConfig", '
+    '"help": "Enable sequence parallelism for HyperConnection (HC) computation. Currently supported by Qwen4Exp on '
+    "CUDA/ROCm with TP>1 and PP=1 (ignored when TP=1). Does not change MoE parallelism. MoE SP may enable HC SP "
+    'independently of this flag.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--no-enable-layerwise-nvtx-tracing": {"action": "boolean_optional", "aliases": '
+    '["--disable-layerwise-nvtx-tracing", "--enable-layerwise-nvtx-tracing"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_layerwise_nvtx_tracing", "group": "ObservabilityConfig", '
+    '"help": "Enable layerwise NVTX tracing. This traces the execution of each layer or module in the model and attach '
+    "information such as input/output shapes to nvtx range markers. Noted that this doesn't work with CUDA graphs "
+    'enabled.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-enable-log-deltas": {"action": "boolean_optional", "aliases": ["--disable-log-deltas", '
+    '"--enable-log-deltas"], "choices": null, "const": false, "default": true, "deprecated": false, "dest": '
+    '"enable_log_deltas", "group": "Frontend", "help": "If set to False, output deltas will not be logged. Relevant '
+    'only if", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-enable-log-outputs": {"action": "boolean_optional", "aliases": ["--disable-log-outputs", '
+    '"--enable-log-outputs"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_log_outputs", "group": "Frontend", "help": "If set to True, log model outputs (generations). Requires '
+    "`--enable-log-requests`. Output text and finish reasons are logged at INFO, while output token IDs are logged at "
+    'DEBUG.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-enable-log-requests": {"action": "boolean_optional", "aliases": ["--disable-log-requests", '
+    '"--enable-log-requests"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_log_requests", "group": "options", "help": "Enable logging request information, dependent on log level:", '
+    '"hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-logging-iteration-details": {"action": "boolean_optional", "aliases": '
+    '["--disable-logging-iteration-details", "--enable-logging-iteration-details"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_logging_iteration_details", "group": '
+    '"ObservabilityConfig", "help": "Enable detailed logging of iteration details. If set, vllm EngineCore will log '
+    "iteration details This includes number of context/generation requests and tokens and the elapsed cpu time for the "
+    'iteration.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-enable-lora": {"action": "boolean_optional", "aliases": ["--disable-lora", "--enable-lora"], "choices": '
+    'null, "const": false, "default": null, "deprecated": false, "dest": "enable_lora", "group": "LoRAConfig", "help": '
+    '"If True, enable handling of LoRA adapters.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-enable-mamba-cache-stochastic-rounding": {"action": "boolean_optional", "aliases": '
+    '["--disable-mamba-cache-stochastic-rounding", "--enable-mamba-cache-stochastic-rounding"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "enable_mamba_cache_stochastic_rounding", "group": '
+    '"MambaConfig", "help": "Enable stochastic rounding when writing SSM state to fp16 cache. Uses random bits to '
+    'unbias the rounding error, which can improve numerical stability for long sequences.", "hidden": true, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-mamba-shared-prefix-checkpoint": {"action": "boolean_optional", "aliases": '
+    '["--disable-mamba-shared-prefix-checkpoint", "--enable-mamba-shared-prefix-checkpoint"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "enable_mamba_shared_prefix_checkpoint", "group": '
+    '"CacheConfig", "help": "Also register a Mamba \\"align\\" checkpoint at the shared-prefix junction -- where an '
+    "EAGLE/MTP sibling was observed to resume -- instead of only at the prompt tail. Off by default; only takes effect "
+    "with prefix caching enabled, EAGLE on the Mamba group, and a prefix match unit smaller than the Mamba block "
+    'size.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-mfu-metrics": {"action": "boolean_optional", "aliases": ["--disable-mfu-metrics", '
+    '"--enable-mfu-metrics"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_mfu_metrics", "group": "ObservabilityConfig", "help": "Enable Model FLOPs Utilization (MFU) metrics.", '
+    '"hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-mixed-moe-lora-format": {"action": "boolean_optional", "aliases": '
+    '["--disable-mixed-moe-lora-format", "--enable-mixed-moe-lora-format"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_mixed_moe_lora_format", "group": "LoRAConfig", "help": "If '
+    "True, force the engine to use the universal 2D MoE LoRA wrapper (`FusedMoEWithLoRA`) regardless of the model's "
+    "`is_3d_moe_weight` flag, so that 2D-format and 3D-format MoE LoRA adapters can be served in the same deployment. "
+    'Only meaningful for MoE models; ignored otherwise. Default False keeps the existing model-driven behavior.", '
+    '"hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-mm-embeds": {"action": "boolean_optional", "aliases": ["--disable-mm-embeds", "--enable-mm-embeds"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "enable_mm_embeds", "group": '
+    '"MultiModalConfig", "help": "If `True`, enables passing multimodal embeddings: for `LLM` class, this refers to '
+    "tensor inputs under `multi_modal_data`; for the OpenAI-compatible server, this refers to chat messages with "
+    'content `\\"type\\": \\"*_embeds\\"`.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-enable-moe-shared-loras": {"action": "boolean_optional", "aliases": ["--disable-moe-shared-loras", '
+    '"--enable-moe-shared-loras"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_moe_shared_loras", "group": "LoRAConfig", "help": "If True, load MoE expert adapters in the '
+    '\\"shared-outer\\" layout, where the gate/up (`w1`/`w3`) lora_A and the down (`w2`) lora_B are shared across all '
+    "experts (stored once with expert-dim 1) instead of per-expert. The shared factors are broadcast to the expert "
+    "count at kernel time. 3D-weight MoE models use `FusedMoEWithLoRA` for this layout. Only meaningful for MoE models "
+    'whose adapters use this layout; ignored otherwise.", "hidden": true, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-nccl-comm-suspend": {"action": "boolean_optional", "aliases": ["--disable-nccl-comm-suspend", '
+    '"--enable-nccl-comm-suspend"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_nccl_comm_suspend", "group": "ModelConfig", "help": "Enable releasing NCCL communicator memory during '
+    "sleep mode (``ncclCommSuspend``/``ncclCommResume``). Experimental; when disabled (the default) sleep still "
+    'releases weights/KV-cache memory as before.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-enable-offline-docs": {"action": "boolean_optional", "aliases": ["--disable-offline-docs", '
+    '"--enable-offline-docs"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_offline_docs", "group": "Frontend", "help": "Enable offline FastAPI documentation for air-gapped '
+    'environments. Uses vendored static assets bundled with vLLM.", "hidden": true, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-per-request-metrics": {"action": "boolean_optional", "aliases": ["--disable-per-request-metrics", '
+    '"--enable-per-request-metrics"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_per_request_metrics", "group": "Frontend", "help": "If set to True, include per-request timing metrics in '
+    'API responses.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-enable-prefix-caching": {"action": "boolean_optional", "aliases": ["--disable-prefix-caching", '
+    '"--enable-prefix-caching"], "choices": null, "const": false, "default": null, "deprecated": false, "dest": '
+    '"enable_prefix_caching", "group": "CacheConfig", "help": "Whether to enable prefix caching.", "hidden": true, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-prompt-embeds": {"action": "boolean_optional", "aliases": ["--disable-prompt-embeds", '
+    '"--enable-prompt-embeds"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_prompt_embeds", "group": "ModelConfig", "help": "If `True`, enables passing text embeddings as inputs via '
+    'the `prompt_embeds` key.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--no-enable-prompt-tokens-details": {"action": "boolean_optional", "aliases": '
+    '["--disable-prompt-tokens-details", "--enable-prompt-tokens-details"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_prompt_tokens_details", "group": "Frontend", "help": "If '
+    'set to True, enable prompt_tokens_details in usage.", "hidden": true, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-request-id-headers": {"action": "boolean_optional", "aliases": ["--disable-request-id-headers", '
+    '"--enable-request-id-headers"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_request_id_headers", "group": "Frontend", "help": "If specified, API server will add X-Request-Id header '
+    'to responses.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"--no-enable-return-routed-experts": {"action": "boolean_optional", "aliases": '
+    '["--disable-return-routed-experts", "--enable-return-routed-experts"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_return_routed_experts", "group": "ModelConfig", "help": '
+    '"Capture and return routed-experts auxiliary outputs.", "hidden": true, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-scale-out": {"action": "boolean_optional", "aliases": ["--disable-scale-out", "--enable-scale-out"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "enable_scale_out", "group": '
+    '"Frontend", "help": "If set to True, register the scale-out endpoints (`/render`, `/derender`, '
+    "`/inference/v1/generate` and `/inference/v1/abort_requests`) on `vllm serve`. Has no effect on `vllm launch "
+    'render` or `vllm serve --tokens-only` which always register their required endpoints regardless of this flag.", '
+    '"hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-server-load-tracking": {"action": "boolean_optional", "aliases": ["--disable-server-load-tracking", '
+    '"--enable-server-load-tracking"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_server_load_tracking", "group": "Frontend", "help": "If set to True, enable tracking server_load_metrics '
+    'in the app state.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, '
+    '"type": "bool"}, '
+    '"--no-enable-shm-tensor-arena": {"action": "boolean_optional", "aliases": ["--disable-shm-tensor-arena", '
+    '"--enable-shm-tensor-arena"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_shm_tensor_arena", "group": "ParallelConfig", "help": "Route large CPU tensors (e.g. multimodal '
+    "``pixel_values``) in the engine\\u2192worker broadcast through a zero-copy shared-memory arena instead of sending "
+    "a copy to every reader. **Experimental**: may be reconciled with vLLM's existing multimodal shm tensor caching in "
+    "a future release. Opt-in; most beneficial for multimodal serving with large images and tensor parallelism. Active "
+    'only when all queue readers are node-local; reserves slots in ``/dev/shm``.", "hidden": true, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-sleep-mode": {"action": "boolean_optional", "aliases": ["--disable-sleep-mode", '
+    '"--enable-sleep-mode"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_sleep_mode", "group": "ModelConfig", "help": "Enable sleep mode for the engine (only cuda and hip '
+    'platforms are supported).", "hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--no-enable-ssl-refresh": {"action": "boolean_optional", "aliases": ["--disable-ssl-refresh", '
+    '"--enable-ssl-refresh"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_ssl_refresh", "group": "Frontend", "help": "Refresh SSL Context when SSL certificate files change", '
+    '"hidden": true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-tokenizer-info-endpoint": {"action": "boolean_optional", "aliases": '
+    '["--disable-tokenizer-info-endpoint", "--enable-tokenizer-info-endpoint"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "enable_tokenizer_info_endpoint", "group": "Frontend", "help": '
+    '"Enable the `/tokenizer_info` endpoint. May expose chat templates and other tokenizer configuration.", "hidden": '
+    'true, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-tower-connector-lora": {"action": "boolean_optional", "aliases": ["--disable-tower-connector-lora", '
+    '"--enable-tower-connector-lora"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_tower_connector_lora", "group": "LoRAConfig", "help": "If `True`, LoRA support for the tower (vision '
+    "encoder) and connector of multimodal models will be enabled. This is an experimental feature and currently only "
+    'supports some MM models such as the Qwen VL series. The default is False.", "hidden": true, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-enable-trace-replay": {"action": "boolean_optional", "aliases": ["--disable-trace-replay", '
+    '"--enable-trace-replay"], "choices": null, "const": false, "default": false, "deprecated": false, "dest": '
+    '"enable_trace_replay", "group": "ModelConfig", "help": "Whether to allow requests to set '
+    "`SamplingParams.trace_decode_token_ids`, which forces decoding to follow a predetermined token sequence while "
+    "still computing real logprobs. Reserved for debugging and RL workflows: enabling it reserves a per-request trace "
+    'buffer, so it is off by default.", "hidden": true, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-enforce-eager": {"action": "boolean_optional", "aliases": ["--enforce-eager"], "choices": null, "const": '
+    'false, "default": false, "deprecated": false, "dest": "enforce_eager", "group": "ModelConfig", "help": "Whether '
+    "to always use eager-mode PyTorch. If True, we will disable CUDA graph and always execute the model in eager mode. "
+    'If False, we will use CUDA graph and eager execution in hybrid for maximal performance and flexibility.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-exclude-tools-when-tool-choice-none": {"action": "boolean_optional", "aliases": '
+    '["--exclude-tools-when-tool-choice-none"], "choices": null, "const": false, "default": false, "deprecated": '
+    'false, "dest": "exclude_tools_when_tool_choice_none", "group": "Frontend", "help": "If specified, exclude tool '
+    'definitions in prompts when tool_choice=\'none\'.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-fail-on-environ-validation": {"action": "boolean_optional", "aliases": ["--fail-on-environ-validation"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "fail_on_environ_validation", '
+    '"group": "options", "help": "If set, the engine will raise an error if environment validation fails.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-fully-sharded-loras": {"action": "boolean_optional", "aliases": ["--fully-sharded-loras"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "fully_sharded_loras", "group": "LoRAConfig", '
+    '"help": "By default, only half of the LoRA computation is sharded with tensor parallelism. Enabling this will use '
+    'the fully sharded layers. At high sequence length, max rank or tensor parallel size, this is likely faster.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-interleave-mm-strings": {"action": "boolean_optional", "aliases": ["--interleave-mm-strings"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "interleave_mm_strings", "group": '
+    '"MultiModalConfig", "help": "Enable fully interleaved support for multimodal prompts, while using", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-jit-monitor-verbose": {"action": "boolean_optional", "aliases": ["--jit-monitor-verbose"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "jit_monitor_verbose", "group": '
+    '"ObservabilityConfig", "help": "Log every monitored JIT compile with runtime details. This can emit many logs and '
+    'add overhead, so it is intended for debugging.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-kv-cache-metrics": {"action": "boolean_optional", "aliases": ["--kv-cache-metrics"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "kv_cache_metrics", "group": '
+    '"ObservabilityConfig", "help": "Enable KV cache residency metrics (lifetime, idle time, reuse gaps). Uses '
+    'sampling to minimize overhead. Requires log stats to be enabled (i.e., --disable-log-stats not set).", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-kv-sharing-fast-prefill": {"action": "boolean_optional", "aliases": ["--kv-sharing-fast-prefill"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "kv_sharing_fast_prefill", '
+    '"group": "CacheConfig", "help": "In some KV sharing setups, e.g. YOCO (https://arxiv.org/abs/2405.05254), some '
+    "layers can skip tokens corresponding to prefill. This flag enables attention metadata for eligible layers to be "
+    'overridden with metadata necessary for implementing this optimization in some models (e.g. Gemma3n)", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-language-model-only": {"action": "boolean_optional", "aliases": ["--language-model-only"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "language_model_only", "group": '
+    '"MultiModalConfig", "help": "If True, disables all multimodal inputs by setting all modality limits to 0. '
+    'Equivalent to setting `--limit-mm-per-prompt` to 0 for every modality.", "hidden": false, "json_class": null, '
+    '"nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-log-error-stack": {"action": "boolean_optional", "aliases": ["--log-error-stack"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "log_error_stack", "group": "Frontend", "help": '
+    '"If set to True, log the stack trace of error responses", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-long-prefill-token-threshold-adaptive": {"action": "boolean_optional", "aliases": '
+    '["--long-prefill-token-threshold-adaptive"], "choices": null, "const": false, "default": false, "deprecated": '
+    'false, "dest": "long_prefill_token_threshold_adaptive", "group": "SchedulerConfig", "help": "Floor the effective '
+    "long prefill token threshold at a fair share of the token budget: max_num_batched_tokens divided by the number of "
+    'queued and running requests. Only applies when long_prefill_token_threshold is nonzero.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-mm-device-do-normalize": {"action": "boolean_optional", "aliases": ["--mm-device-do-normalize"], "choices": '
+    'null, "const": false, "default": null, "deprecated": false, "dest": "mm_device_do_normalize", "group": '
+    '"MultiModalConfig", "help": "Move the do_normalize computation in the mm preprocessing to before the ViT, and let '
+    'the device do it, so that CPU computation can be saved.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-mm-encoder-only": {"action": "boolean_optional", "aliases": ["--mm-encoder-only"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "mm_encoder_only", "group": "MultiModalConfig", '
+    '"help": "When enabled, skips the language component of the model.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-monokernel": {"action": "boolean_optional", "aliases": ["--monokernel"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "monokernel", "group": "KernelConfig", "help": "If True, run the '
+    "eligible layers of decode steps on the model's MonoKernel: a persistent kernel that runs most or all of one "
+    "decoder layer in a single launch (DeepSeek-V4.1 on MI355X, DeepSeek-V4-Pro at TP8 on MI355X). A deployment that "
+    'cannot run it is refused at startup.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-numa-bind": {"action": "boolean_optional", "aliases": ["--numa-bind"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "numa_bind", "group": "ParallelConfig", "help": "Enable NUMA '
+    'binding for GPU worker subprocesses.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--no-ray-workers-use-nsight": {"action": "boolean_optional", "aliases": ["--ray-workers-use-nsight"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "ray_workers_use_nsight", "group": '
+    '"ParallelConfig", "help": "Whether to profile Ray workers with nsight, see '
+    'https://docs.ray.io/en/latest/ray-observability/user-guides/profiling.html#profiling-nsight-profiler.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-return-sampling-mask": {"action": "boolean_optional", "aliases": ["--return-sampling-mask"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "return_sampling_mask", "group": '
+    '"ModelConfig", "help": "Whether to return the post-processing token support for each sample.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-return-tokens-as-token-ids": {"action": "boolean_optional", "aliases": ["--return-tokens-as-token-ids"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "return_tokens_as_token_ids", '
+    '"group": "Frontend", "help": "When `--max-logprobs` is specified, represents single tokens as strings of the form '
+    '\'token_id:{token_id}\' so that tokens that are not JSON-encodable can be identified.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-scheduler-reserve-full-isl": {"action": "boolean_optional", "aliases": ["--scheduler-reserve-full-isl"], '
+    '"choices": null, "const": false, "default": true, "deprecated": false, "dest": "scheduler_reserve_full_isl", '
+    '"group": "SchedulerConfig", "help": "If True, the scheduler checks whether the full input sequence length fits in '
+    "the KV cache before admitting a new request, rather than only checking the first chunk. Prevents over-admission "
+    'and KV cache thrashing with chunked prefill.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-skip-mm-profiling": {"action": "boolean_optional", "aliases": ["--skip-mm-profiling"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "skip_mm_profiling", "group": "MultiModalConfig", '
+    '"help": "When enabled, skips multimodal memory profiling and only profiles with language backbone model during '
+    'engine initialization.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--no-skip-tokenizer-init": {"action": "boolean_optional", "aliases": ["--skip-tokenizer-init"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "skip_tokenizer_init", "group": "ModelConfig", '
+    '"help": "Skip initialization of tokenizer and detokenizer. Expects valid `prompt_token_ids` and `None` for prompt '
+    'from the input. The generated output will contain token ids.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-sleep-mode-offload-cudagraph": {"action": "boolean_optional", "aliases": '
+    '["--sleep-mode-offload-cudagraph"], "choices": null, "const": false, "default": false, "deprecated": false, '
+    '"dest": "sleep_mode_offload_cudagraph", "group": "ModelConfig", "help": "Back up CUDA graph memory to CPU during '
+    'sleep, restored in place on wake. Takes effect with enable_sleep_mode, the cumem backend and CUDA graphs.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-specialize-active-lora": {"action": "boolean_optional", "aliases": ["--specialize-active-lora"], "choices": '
+    'null, "const": false, "default": false, "deprecated": false, "dest": "specialize_active_lora", "group": '
+    '"LoRAConfig", "help": "Whether to construct lora kernel grid by the number of active LoRA adapters. When set to '
+    "True, separate cuda graphs will be captured for different counts of active LoRAs (powers of 2 up to max_loras), "
+    "which can improve performance for variable LoRA usage patterns at the cost of increased startup time and memory "
+    'usage. Only takes effect when cudagraph_specialize_lora is True.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-swa-bounded-replay": {"action": "boolean_optional", "aliases": ["--swa-bounded-replay"], "choices": null, '
+    '"const": false, "default": true, "deprecated": false, "dest": "swa_bounded_replay", "group": "CacheConfig", '
+    '"help": "Keep the sliding-window KV of models that support it (DeepSeek-V4.1) out of prefix caching and rebuild '
+    "it after a prefix hit by recomputing the hit's last window. The layers past the last KV-source layer then also "
+    'run eager prefill steps on each request\'s trailing window only. Requires model runner V2.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-tokens-only": {"action": "boolean_optional", "aliases": ["--tokens-only"], "choices": null, "const": false, '
+    '"default": false, "deprecated": false, "dest": "tokens_only", "group": "Frontend", "help": "If set to True, only '
+    'enable the Tokens In<>Out endpoint. This is intended for use in a Disaggregated Everything setup.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-trust-remote-code": {"action": "boolean_optional", "aliases": ["--trust-remote-code"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "trust_remote_code", "group": "ModelConfig", '
+    '"help": "Trust remote code (e.g., from HuggingFace) when downloading the model and tokenizer.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-trust-request-chat-template": {"action": "boolean_optional", "aliases": ["--trust-request-chat-template"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "trust_request_chat_template", '
+    '"group": "Frontend", "help": "Whether to trust the chat template provided in the request. If False, the server '
+    'will always use the chat template specified by `--chat-template` or the ones from tokenizer.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-trust-request-mm-kwargs": {"action": "boolean_optional", "aliases": ["--trust-request-mm-kwargs"], '
+    '"choices": null, "const": false, "default": false, "deprecated": false, "dest": "trust_request_mm_kwargs", '
+    '"group": "Frontend", "help": "Whether to trust per-request multimodal kwargs (`mm_processor_kwargs` and '
+    "`media_io_kwargs`). If False, the server rejects non-empty values because they can change multimodal "
+    'preprocessing resource usage. Only enable this when API clients are trusted.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-use-fp64-gumbel": {"action": "boolean_optional", "aliases": ["--use-fp64-gumbel"], "choices": null, '
+    '"const": false, "default": false, "deprecated": false, "dest": "use_fp64_gumbel", "group": "ModelConfig", "help": '
+    '"Whether to use FP64 (instead of FP32) random noise for Gumbel-max and equivalent exponential-race sampling. FP64 '
+    "preserves lower-tail sampling events that fp32 uniform/exponential draws can truncate, at the cost of "
+    'significantly lower throughput on most GPUs.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--no-use-replayssm": {"action": "boolean_optional", "aliases": ["--use-replayssm"], "choices": null, "const": '
+    'false, "default": false, "deprecated": false, "dest": "use_replayssm", "group": "CacheConfig", "help": "Use the '
+    "ReplaySSM Mamba2 decode kernel: cache recent SSM inputs and skip the per-step full-state store, writing the "
+    "checkpoint back only on flush. Requires the Triton or FlashInfer mamba backend; FlashInfer does not support "
+    "prefix caching yet. Mamba2 speculative decode requires FlashInfer. With prefix caching, flushes are most "
+    'efficient when mamba_block_size is a multiple of replayssm_buffer_len, but this is not required.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--no-use-tqdm-on-load": {"action": "boolean_optional", "aliases": ["--use-tqdm-on-load"], "choices": null, '
+    '"const": false, "default": true, "deprecated": false, "dest": "use_tqdm_on_load", "group": "LoadConfig", "help": '
+    '"Whether to enable tqdm for showing progress bar when loading model weights.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--node-rank": {"action": "store", "aliases": ["-r"], "choices": null, "const": null, "default": 0, "deprecated": '
+    'false, "dest": "node_rank", "group": "ParallelConfig", "help": "distributed node rank for multi-node distributed '
+    'inference when distributed_executor_backend is mp.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"--num-gpu-blocks-override": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "num_gpu_blocks_override", "group": "CacheConfig", "help": "Number of GPU blocks to '
+    "use. This overrides the profiled `num_gpu_blocks` if specified. Does nothing if `None`. Used for testing "
+    'preemption.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": '
+    '"int"}, '
+    '"--numa-bind": {"action": "boolean_optional", "aliases": ["--no-numa-bind"], "choices": null, "const": true, '
+    '"default": false, "deprecated": false, "dest": "numa_bind", "group": "ParallelConfig", "help": "Enable NUMA '
+    'binding for GPU worker subprocesses.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"--numa-bind-cpus": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "numa_bind_cpus", "group": "ParallelConfig", "help": "Optional CPU lists to bind '
+    'each GPU worker to.", "hidden": false, "json_class": null, "nargs": "+", "optional": true, "takes_value": true, '
+    '"type": "str"}, '
+    '"--numa-bind-nodes": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "numa_bind_nodes", "group": "ParallelConfig", "help": "NUMA node to bind each GPU '
+    'worker to.", "hidden": false, "json_class": null, "nargs": "+", "optional": true, "takes_value": true, "type": '
+    '"int"}, '
+    '"--offload-backend": {"action": "store", "aliases": [], "choices": ["auto", "prefetch", "uva"], "const": null, '
+    '"default": "auto", "deprecated": false, "dest": "offload_backend", "group": "OffloadConfig", "help": "The backend '
+    'for weight offloading. Options:", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--offload-group-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, '
+    '"deprecated": false, "dest": "offload_group_size", "group": "OffloadConfig", "help": "Group every N layers '
+    "together. Offload last `offload_num_in_group` layers of each group. Default is 0 (disabled). Example: "
+    "group_size=8, num_in_group=2 offloads layers 6,7,14,15,22,23,... Unlike cpu_offload_gb, this uses explicit async "
+    'prefetching to hide transfer latency.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--offload-num-in-group": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "offload_num_in_group", "group": "OffloadConfig", "help": "Number of layers to '
+    'offload per group. Must be <= offload_group_size. Default is 1.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--offload-params": {"action": "store", "aliases": [], "choices": null, "const": null, "default": [], '
+    '"deprecated": false, "dest": "offload_params", "group": "OffloadConfig", "help": "The set of parameter name '
+    "segments to target for prefetch offloading. Unmatched parameters are not offloaded. If this set is empty, ALL "
+    'parameters of each offloaded layer are offloaded. Uses segment matching: \\"w13_weight\\" matches '
+    '\\"mlp.experts.w13_weight\\" but not \\"mlp.experts.w13_weight_scale\\".", "hidden": false, "json_class": null, '
+    '"nargs": "+", "optional": false, "takes_value": true, "type": "str"}, '
+    '"--offload-prefetch-step": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "offload_prefetch_step", "group": "OffloadConfig", "help": "Number of layers to '
+    'prefetch ahead. Higher values hide more latency but use more GPU memory. Default is 1.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--optimization-level": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 2, '
+    '"deprecated": false, "dest": "optimization_level", "group": "VllmConfig", "help": "The optimization level. These '
+    "levels trade startup time cost for performance, with -O0 having the best startup time and -O3 having the best "
+    'performance. -O2 is used by default. See OptimizationLevel for full description.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--otlp-traces-endpoint": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "otlp_traces_endpoint", "group": "ObservabilityConfig", "help": "Target URL to which '
+    'OpenTelemetry traces will be sent.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "str"}, '
+    '"--override-generation-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": {}, '
+    '"deprecated": false, "dest": "override_generation_config", "group": "ModelConfig", "help": "Overrides or sets '
+    'generation config. e.g. `{\\"temperature\\": 0.5}`. If used with `--generation-config auto`, the override '
+    "parameters will be merged with the default config from the model. If used with `--generation-config vllm`, only "
+    'the override parameters are used.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "json"}, '
+    '"--per-request-spec-decode-metrics": {"action": "store", "aliases": [], "choices": ["detailed", "none", '
+    '"summary"], "const": null, "default": "none", "deprecated": false, "dest": "per_request_spec_decode_metrics", '
+    '"group": "ObservabilityConfig", "help": "Include per-request speculative-decoding acceptance metrics in the '
+    "response under `metrics.speculative_decoding`. `none` disables; `summary` adds mean acceptance length, draft "
+    "acceptance rate, and the step-by-draft-length histogram; `detailed` additionally records the ordered per-step "
+    "accepted/proposed arrays (one entry per verify step). Only reported for single-sequence requests (`n == 1`), "
+    "mirroring the timing metrics. No effect unless speculative decoding is enabled. Independent of "
+    "`--disable-log-stats`. This is the per-request response-body counterpart of the aggregate `vllm:spec_decode_*` "
+    'Prometheus metrics. The response field is experimental and its shape may change in a future release.", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--performance-mode": {"action": "store", "aliases": [], "choices": ["balanced", "interactivity", "throughput"], '
+    '"const": null, "default": "balanced", "deprecated": false, "dest": "performance_mode", "group": "VllmConfig", '
+    "\"help\": \"Performance mode for runtime behavior, 'balanced' is the default. 'interactivity' favors low "
+    "end-to-end per-request latency at small batch sizes (fine-grained CUDA graphs, latency-oriented kernels). "
+    "'throughput' favors aggregate tokens/sec at high concurrency (larger CUDA graphs, more aggressive batching, "
+    'throughput-oriented kernels).", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--pipeline-parallel-size": {"action": "store", "aliases": ["-pp"], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "pipeline_parallel_size", "group": "ParallelConfig", "help": "Number of pipeline '
+    'parallel groups.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--pooler-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "pooler_config", "group": "ModelConfig", "help": "Pooler config which controls the '
+    'behaviour of output pooling in pooling models.", "hidden": false, "json_class": "PoolerConfig", "nargs": null, '
+    '"optional": true, "takes_value": true, "type": "json"}, '
+    '"--port": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 8000, "deprecated": '
+    'false, "dest": "port", "group": "Frontend", "help": "Port number.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--prefill-context-parallel-size": {"action": "store", "aliases": ["-pcp"], "choices": null, "const": null, '
+    '"default": 1, "deprecated": false, "dest": "prefill_context_parallel_size", "group": "ParallelConfig", "help": '
+    '"Number of ranks that split prefill sequence computation. PCP expands the process world size but does not '
+    'increase the KV-cache shard count.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--prefill-schedule-interval": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "prefill_schedule_interval", "group": "SchedulerConfig", "help": "Only admit prefill '
+    "once every N engine steps, leaving the steps in between to decode alone. 1 (the default) admits prefill on every "
+    'step.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"int"}, '
+    '"--prefix-cache-retention-interval": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": 0, "deprecated": false, "dest": "prefix_cache_retention_interval", "group": "CacheConfig", "help": '
+    '"Token interval between retained sliding-window and Mamba prefix-cache checkpoints. ``0`` retains only semantic '
+    "checkpoints, including the latest replay boundary and shared-prefix junctions. Positive values additionally "
+    "retain periodic checkpoints at the specified interval, which must be a multiple of the scheduler block size. "
+    '``None`` retains checkpoints densely. Applies only to sliding-window and Mamba cache groups.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "int"}, '
+    '"--prefix-caching-hash-algo": {"action": "store", "aliases": [], "choices": ["sha256", "sha256_cbor", "xxhash", '
+    '"xxhash_cbor"], "const": null, "default": "sha256", "deprecated": false, "dest": "prefix_caching_hash_algo", '
+    '"group": "CacheConfig", "help": "Set the hash algorithm for prefix caching:", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--prefix-match-unit": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "prefix_match_unit", "group": "CacheConfig", "help": "The finest token boundary (in '
+    'tokens) a prefix-cache hit can land on.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "int"}, '
+    '"--profiler-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '"<ProfilerConfig defaults>", "deprecated": false, "dest": "profiler_config", "group": "VllmConfig", "help": '
+    '"Profiling configuration.", "hidden": false, "json_class": "ProfilerConfig", "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "json"}, '
+    '"--pt-load-map-location": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "cpu", '
+    '"deprecated": false, "dest": "pt_load_map_location", "group": "LoadConfig", "help": "The map location for loading '
+    'pytorch checkpoint, to support loading checkpoints can only be loaded on certain devices like \\"cuda\\", this is '
+    'equivalent to `{\\"\\": \\"cuda\\"}`. Another supported format is mapping from different devices like from GPU 1 '
+    'to GPU 0: `{\\"cuda:1\\": \\"cuda:0\\"}`. Note that when passed from command line, the strings in dictionary need '
+    "to be double quoted for json parsing. For more details, see the original doc for `map_location` parameter in "
+    '[`torch.load`][] parameter.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "json_or_str"}, '
+    '"--quantization": {"action": "store", "aliases": ["-q"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "quantization", "group": "ModelConfig", "help": "Method used to quantize the '
+    "weights. If `None`, we first check the `quantization_config` attribute in the model config file. If that is "
+    "`None`, we assume the model weights are not quantized and use `dtype` to determine the data type of the "
+    'weights.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": '
+    '"str"}, '
+    '"--quantization-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "quantization_config", "group": "ModelConfig", "help": "User-facing quantization '
+    "configuration. Carries per-layer-kind specs (linear, moe) and ignore patterns; see "
+    ":class:`QuantizationConfigArgs`. Auto-populated from the matching online shorthand when `quantization` is one of "
+    'the values in `ONLINE_QUANT_SHORTHAND_NAMES`.", "hidden": false, "json_class": "QuantizationConfigArgs", "nargs": '
+    'null, "optional": true, "takes_value": true, "type": "json"}, '
+    '"--ray-workers-use-nsight": {"action": "boolean_optional", "aliases": ["--no-ray-workers-use-nsight"], "choices": '
+    'null, "const": true, "default": false, "deprecated": false, "dest": "ray_workers_use_nsight", "group": '
+    '"ParallelConfig", "help": "Whether to profile Ray workers with nsight, see '
+    'https://docs.ray.io/en/latest/ray-observability/user-guides/profiling.html#profiling-nsight-profiler.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--reasoning-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "reasoning_config", "group": "VllmConfig", "help": "The configurations for reasoning '
+    'model.", "hidden": false, "json_class": "ReasoningConfig", "nargs": null, "optional": true, "takes_value": true, '
+    '"type": "json"}, '
+    '"--reasoning-effort-map": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "reasoning_effort_map", "group": "Frontend", "help": "JSON mapping that rewrites a '
+    "request's reasoning effort to a value the chat template supports, for templates that silently fall back on "
+    "efforts they do not recognize. Applies to the effort set through the Chat Completions, Responses and Anthropic "
+    'Messages APIs; efforts not listed pass through unchanged. Example: \'{\\"medium\\": \\"low\\", \\"xhigh\\": '
+    '\\"max\\"}\' for a template that only knows low, high and max.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--reasoning-parser": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "", '
+    '"deprecated": false, "dest": "reasoning_parser", "group": "StructuredOutputsConfig", "help": "Select the '
+    "reasoning parser depending on the model that you're using. This is used to parse the reasoning content into "
+    'OpenAI API format.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "str"}, '
+    '"--reasoning-parser-plugin": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "", '
+    '"deprecated": false, "dest": "reasoning_parser_plugin", "group": "StructuredOutputsConfig", "help": "Path to a '
+    'dynamically reasoning parser plugin that can be dynamically loaded and registered.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--renderer-num-workers": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "renderer_num_workers", "group": "ModelConfig", "help": "Number of worker threads in '
+    "the renderer thread pool. The pool is consumed by the async renderer path (e.g. the OpenAI-compatible API server "
+    "started by `vllm serve`) to parallelize tokenization, chat template rendering, and multimodal preprocessing "
+    'across concurrent requests.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--replayssm-buffer-len": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 16, '
+    '"deprecated": false, "dest": "replayssm_buffer_len", "group": "CacheConfig", "help": "ReplaySSM logical history '
+    "length B for Mamba2. Triton uses B physical rows and FlashInfer uses B+T, where T is the target verification "
+    'length. Kimi-K3 speculative decode does not use B. Default 16.", "hidden": false, "json_class": null, "nargs": '
+    'null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--response-role": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "assistant", '
+    '"deprecated": false, "dest": "response_role", "group": "Frontend", "help": "The role name to return if '
+    '`request.add_generation_prompt=true`.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"--return-sampling-mask": {"action": "boolean_optional", "aliases": ["--no-return-sampling-mask"], "choices": '
+    'null, "const": true, "default": false, "deprecated": false, "dest": "return_sampling_mask", "group": '
+    '"ModelConfig", "help": "Whether to return the post-processing token support for each sample.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--return-tokens-as-token-ids": {"action": "boolean_optional", "aliases": ["--no-return-tokens-as-token-ids"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "return_tokens_as_token_ids", '
+    '"group": "Frontend", "help": "When `--max-logprobs` is specified, represents single tokens as strings of the form '
+    '\'token_id:{token_id}\' so that tokens that are not JSON-encodable can be identified.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--revision": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "revision", "group": "ModelConfig", "help": "The specific model version to use. It can be a branch '
+    'name, a tag name, or a commit id. If unspecified, will use the default version.", "hidden": false, "json_class": '
+    'null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--root-path": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "root_path", "group": "Frontend", "help": "FastAPI root_path when app is behind a path based '
+    'routing proxy.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, '
+    '"type": "str"}, '
+    '"--runner": {"action": "store", "aliases": [], "choices": ["auto", "draft", "generate", "pooling"], "const": '
+    'null, "default": "auto", "deprecated": false, "dest": "runner", "group": "ModelConfig", "help": "The type of '
+    "model runner to use. Each vLLM instance only supports one model runner, even if the same model can be used for "
+    'multiple types.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "str"}, '
+    '"--safetensors-load-strategy": {"action": "store", "aliases": [], "choices": ["eager", "lazy", "prefetch", '
+    '"torchao", null], "const": null, "default": null, "deprecated": false, "dest": "safetensors_load_strategy", '
+    '"group": "LoadConfig", "help": "Specifies the loading strategy for safetensors weights.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--safetensors-prefetch-block-size": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": 16777216, "deprecated": false, "dest": "safetensors_prefetch_block_size", "group": "LoadConfig", '
+    '"help": "Read size in bytes for each safetensors checkpoint file prefetch.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "human_int"}, '
+    '"--safetensors-prefetch-num-threads": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": 8, "deprecated": false, "dest": "safetensors_prefetch_num_threads", "group": "LoadConfig", "help": '
+    '"Number of worker threads used to prefetch safetensors checkpoint files into the OS page cache when safetensors '
+    'prefetching is enabled.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": '
+    'true, "type": "int"}, '
+    '"--scheduler-cls": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "scheduler_cls", "group": "SchedulerConfig", "help": "The scheduler class to use. '
+    '\\"vllm.v1.core.sched.scheduler.Scheduler\\" is the default scheduler. Can be a class directly or the path to a '
+    'class of form \\"mod.custom_class\\".", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "str"}, '
+    '"--scheduler-reserve-full-isl": {"action": "boolean_optional", "aliases": ["--no-scheduler-reserve-full-isl"], '
+    '"choices": null, "const": true, "default": true, "deprecated": false, "dest": "scheduler_reserve_full_isl", '
+    '"group": "SchedulerConfig", "help": "If True, the scheduler checks whether the full input sequence length fits in '
+    "the KV cache before admitting a new request, rather than only checking the first chunk. Prevents over-admission "
+    'and KV cache thrashing with chunked prefill.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--scheduling-policy": {"action": "store", "aliases": [], "choices": ["fcfs", "priority"], "const": null, '
+    '"default": "fcfs", "deprecated": false, "dest": "scheduling_policy", "group": "SchedulerConfig", "help": "The '
+    'scheduling policy to use:", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": '
+    'true, "type": "str"}, '
+    '"--seed": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, "deprecated": false, '
+    '"dest": "seed", "group": "ModelConfig", "help": "Random seed for reproducibility.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--served-model-name": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "served_model_name", "group": "ModelConfig", "help": "The model name(s) used in the '
+    "API. If multiple names are provided, the server will respond to any of the provided names. The model name in the "
+    "model field of a response will be the first name in this list. If not specified, the model name will be the same "
+    "as the `--model` argument. Noted that this name(s) will also be used in `model_name` tag content of prometheus "
+    'metrics, if multiple names provided, metrics tag will take the first one.", "hidden": false, "json_class": null, '
+    '"nargs": "+", "optional": true, "takes_value": true, "type": "str"}, '
+    '"--show-hidden-metrics-for-version": {"action": "store", "aliases": [], "choices": null, "const": null, '
+    '"default": null, "deprecated": false, "dest": "show_hidden_metrics_for_version", "group": "ObservabilityConfig", '
+    '"help": "Enable deprecated Prometheus metrics that have been hidden since the specified version. For example, if '
+    "a previously deprecated metric has been hidden since the v0.7.0 release, you use "
+    "`--show-hidden-metrics-for-version=0.7` as a temporary escape hatch while you migrate to new metrics. The metric "
+    'is likely to be removed completely in an upcoming release.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": true, "takes_value": true, "type": "str"}, '
+    '"--shutdown-timeout": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, '
+    '"deprecated": false, "dest": "shutdown_timeout", "group": "options", "help": "Shutdown timeout in seconds. 0 = '
+    'abort, >0 = wait.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--skip-mm-profiling": {"action": "boolean_optional", "aliases": ["--no-skip-mm-profiling"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "skip_mm_profiling", "group": "MultiModalConfig", '
+    '"help": "When enabled, skips multimodal memory profiling and only profiles with language backbone model during '
+    'engine initialization.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"--skip-tokenizer-init": {"action": "boolean_optional", "aliases": ["--no-skip-tokenizer-init"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "skip_tokenizer_init", "group": "ModelConfig", '
+    '"help": "Skip initialization of tokenizer and detokenizer. Expects valid `prompt_token_ids` and `None` for prompt '
+    'from the input. The generated output will contain token ids.", "hidden": false, "json_class": null, "nargs": 0, '
+    '"optional": false, "takes_value": false, "type": "bool"}, '
+    '"--sleep-mode-backend": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "cumem", '
+    '"deprecated": false, "dest": "sleep_mode_backend", "group": "ModelConfig", "help": "Mechanism used to free and '
+    'restore GPU state for sleep mode. ``\\"cumem\\"`` (default) uses the built-in ``CuMemAllocator`` and is '
+    "behavior-compatible with prior releases. Additional backends (CUDA checkpoint, CRIU, durable snapshot) may be "
+    'registered in-tree or by plugins (RFC #34303).", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--sleep-mode-offload-cudagraph": {"action": "boolean_optional", "aliases": '
+    '["--no-sleep-mode-offload-cudagraph"], "choices": null, "const": true, "default": false, "deprecated": false, '
+    '"dest": "sleep_mode_offload_cudagraph", "group": "ModelConfig", "help": "Back up CUDA graph memory to CPU during '
+    'sleep, restored in place on wake. Takes effect with enable_sleep_mode, the cumem backend and CUDA graphs.", '
+    '"hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--sleep-preserve-parameter-names": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '[], "deprecated": false, "dest": "sleep_preserve_parameter_names", "group": "ModelConfig", "help": '
+    '"Parameter-name globs to preserve across level-2 sleep. Use target globs for frozen Engram table weights and '
+    "scales omitted by the trainer (e.g. ``*.engram.embed_tokens.weight*``). Use ``draft.<name>`` for draft-private "
+    'parameters, or ``draft.*`` for all. The sender must omit these parameters; loaders must preserve their storage.", '
+    '"hidden": false, "json_class": null, "nargs": "+", "optional": false, "takes_value": true, "type": "str"}, '
+    '"--sparse-indexer-topk-backend": {"action": "store", "aliases": [], "choices": ["aiter", "auto", "cooperative", '
+    '"deep_select", "flashinfer", "per_row", "persistent", "torch"], "const": null, "default": "auto", "deprecated": '
+    'false, "dest": "sparse_indexer_topk_backend", "group": "KernelConfig", "help": "Backend for the DSA sparse '
+    'indexer decode top-k kernel. Available options:", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--spec-method": {"action": "store", "aliases": [], "choices": ["bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", '
+    '"custom_class", "deepseek_mtp", "dflash", "dots3_note_mtp", "draft_model", "dspark", "eagle", "eagle3", '
+    '"ernie_mtp", "exaone4_5_mtp", "exaone_moe_mtp", "extract_hidden_states", "gemma4_mtp", "glm4_moe_lite_mtp", '
+    '"glm4_moe_mtp", "glm5_next_mtp", "glm_ocr_mtp", "hy_v3_mtp", "hy_v4_mtp", "inkling_mtp", "kimi_k3_mtp", '
+    '"longcat_flash_mtp", "mimo_mtp", "mimo_v2_mtp", "minimax_m3_mtp", "mtp", "nemotron_h_mtp", "ngram", "ngram_gpu", '
+    '"pangu_ultra_moe_mtp", "qwen3_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "step3p5_mtp", "step5_mtp", "suffix", '
+    'null], "const": null, "default": null, "deprecated": false, "dest": "spec_method", "group": "VllmConfig", "help": '
+    '"The name of the speculative method to use. If users provide and set the `model` param, the speculative method '
+    "type will be detected automatically if possible, if `model` param is not provided, the method name must be "
+    'provided.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": '
+    '"str"}, '
+    '"--spec-model": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "spec_model", "group": "VllmConfig", "help": "The name of the draft model, eagle head, or '
+    'additional weights, if provided.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "str"}, '
+    '"--spec-tokens": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "spec_tokens", "group": "VllmConfig", "help": "The number of speculative tokens, if '
+    'provided. It will default to the number in the draft model config if present, otherwise, it is required.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--specialize-active-lora": {"action": "boolean_optional", "aliases": ["--no-specialize-active-lora"], "choices": '
+    'null, "const": true, "default": false, "deprecated": false, "dest": "specialize_active_lora", "group": '
+    '"LoRAConfig", "help": "Whether to construct lora kernel grid by the number of active LoRA adapters. When set to '
+    "True, separate cuda graphs will be captured for different counts of active LoRAs (powers of 2 up to max_loras), "
+    "which can improve performance for variable LoRA usage patterns at the cost of increased startup time and memory "
+    'usage. Only takes effect when cudagraph_specialize_lora is True.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--speculative-config": {"action": "store", "aliases": ["-sc"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "speculative_config", "group": "VllmConfig", "help": "Speculative decoding '
+    'configuration.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, '
+    '"type": "json"}, '
+    '"--sse-keep-alive-interval": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, '
+    '"deprecated": false, "dest": "sse_keep_alive_interval", "group": "Frontend", "help": "Send an SSE keep-alive '
+    "comment line every this many seconds when a `/v1/chat/completions` or `/v1/completions` streaming response is "
+    "idle (queued, prefill, or between tokens), to prevent reverse proxies/tunnels with read timeouts from closing the "
+    'connection. Defaults to 0, which disables keep-alive comments entirely.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--ssl-ca-certs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "ssl_ca_certs", "group": "Frontend", "help": "The CA certificates file.", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--ssl-cert-reqs": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, "deprecated": '
+    'false, "dest": "ssl_cert_reqs", "group": "Frontend", "help": "Whether client certificate is required (see stdlib '
+    'ssl module\'s).", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--ssl-certfile": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "ssl_certfile", "group": "Frontend", "help": "The file path to the SSL cert file.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--ssl-ciphers": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "ssl_ciphers", "group": "Frontend", "help": "SSL cipher suites for HTTPS (TLS 1.2 '
+    'and below only). Example: \'ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-CHACHA20-POLY1305\'", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--ssl-keyfile": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "ssl_keyfile", "group": "Frontend", "help": "The file path to the SSL key file.", '
+    '"hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--stream-interval": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "stream_interval", "group": "SchedulerConfig", "help": "The interval (or buffer '
+    "size) for streaming in terms of token length. A smaller value (1) makes streaming smoother by sending each token "
+    "immediately, while a larger value (e.g., 10) reduces host overhead and may increase throughput by batching "
+    'multiple tokens before sending.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"--structured-outputs-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '"<StructuredOutputsConfig defaults>", "deprecated": false, "dest": "structured_outputs_config", "group": '
+    '"VllmConfig", "help": "Structured outputs configuration.", "hidden": false, "json_class": '
+    '"StructuredOutputsConfig", "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"--swa-bounded-replay": {"action": "boolean_optional", "aliases": ["--no-swa-bounded-replay"], "choices": null, '
+    '"const": true, "default": true, "deprecated": false, "dest": "swa_bounded_replay", "group": "CacheConfig", '
+    '"help": "Keep the sliding-window KV of models that support it (DeepSeek-V4.1) out of prefix caching and rebuild '
+    "it after a prefix hit by recomputing the hit's last window. The layers past the last KV-source layer then also "
+    'run eager prefill steps on each request\'s trailing window only. Requires model runner V2.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--tensor-parallel-size": {"action": "store", "aliases": ["-tp"], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "tensor_parallel_size", "group": "ParallelConfig", "help": "Number of tensor '
+    'parallel groups.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"--tokenizer": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": '
+    'false, "dest": "tokenizer", "group": "ModelConfig", "help": "Name or path of the Hugging Face tokenizer to use. '
+    'If unspecified, model name or path will be used.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "str"}, '
+    '"--tokenizer-mode": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "auto", '
+    '"deprecated": false, "dest": "tokenizer_mode", "group": "ModelConfig", "help": "Tokenizer mode:", "hidden": '
+    'false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--tokenizer-revision": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "tokenizer_revision", "group": "ModelConfig", "help": "The specific revision to use '
+    "for the tokenizer on the Hugging Face Hub. It can be a branch name, a tag name, or a commit id. If unspecified, "
+    'will use the default version.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "str"}, '
+    '"--tokens-only": {"action": "boolean_optional", "aliases": ["--no-tokens-only"], "choices": null, "const": true, '
+    '"default": false, "deprecated": false, "dest": "tokens_only", "group": "Frontend", "help": "If set to True, only '
+    'enable the Tokens In<>Out endpoint. This is intended for use in a Disaggregated Everything setup.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--tool-call-parser": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "tool_call_parser", "group": "Frontend", "help": "Select the tool call parser '
+    "depending on the model that you're using. This is used to parse the model-generated tool call into OpenAI API "
+    "format. Required for `--enable-auto-tool-choice`. You can choose any option from the built-in parsers or register "
+    'a plugin via `--tool-parser-plugin`.", "hidden": false, "json_class": null, "nargs": null, "optional": true, '
+    '"takes_value": true, "type": "str"}, '
+    '"--tool-parser-plugin": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "", '
+    '"deprecated": false, "dest": "tool_parser_plugin", "group": "Frontend", "help": "Special the tool parser plugin '
+    "write to parse the model-generated tool into OpenAI API format, the name register in this plugin can be used in "
+    '`--tool-call-parser`.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": '
+    'true, "type": "str"}, '
+    '"--tool-server": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "tool_server", "group": "Frontend", "help": "Comma-separated list of host:port pairs '
+    "(IPv4, IPv6, or hostname). Examples: 127.0.0.1:8000, [::1]:8000, localhost:1234. Or `demo` for built-in demo "
+    "tools (browser and Python code interpreter). WARNING: The `demo` Python tool executes model-generated code in "
+    'Docker without network isolation by default. See the security guide for more information.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--tool-strict-level": {"action": "store", "aliases": [], "choices": ["auto", "function", "parameter", null], '
+    '"const": null, "default": null, "deprecated": false, "dest": "tool_strict_level", "group": "Frontend", "help": '
+    '"Server-side floor for structural-tag based tool calling, applied on top of the per-tool `strict` field. `auto` '
+    "follows the request's tool choice and per-tool strictness; `function` constrains the tool-call envelope (markup "
+    "and function name) for every request with tools; `parameter` additionally pins argument schemas, as if every tool "
+    "were `strict: true`. When unset, the tool parser's default level applies, which is `auto` for most parsers.\", "
+    '"hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": "str"}, '
+    '"--trust-remote-code": {"action": "boolean_optional", "aliases": ["--no-trust-remote-code"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "trust_remote_code", "group": "ModelConfig", '
+    '"help": "Trust remote code (e.g., from HuggingFace) when downloading the model and tokenizer.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--trust-request-chat-template": {"action": "boolean_optional", "aliases": ["--no-trust-request-chat-template"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "trust_request_chat_template", '
+    '"group": "Frontend", "help": "Whether to trust the chat template provided in the request. If False, the server '
+    'will always use the chat template specified by `--chat-template` or the ones from tokenizer.", "hidden": false, '
+    '"json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--trust-request-mm-kwargs": {"action": "boolean_optional", "aliases": ["--no-trust-request-mm-kwargs"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "trust_request_mm_kwargs", '
+    '"group": "Frontend", "help": "Whether to trust per-request multimodal kwargs (`mm_processor_kwargs` and '
+    "`media_io_kwargs`). If False, the server rejects non-empty values because they can change multimodal "
+    'preprocessing resource usage. Only enable this when API clients are trusted.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--ubatch-size": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0, "deprecated": '
+    'false, "dest": "ubatch_size", "group": "ParallelConfig", "help": "Number of ubatch size.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"--uds": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, "deprecated": false, '
+    '"dest": "uds", "group": "Frontend", "help": "Unix domain socket path. If set, host and port arguments are '
+    'ignored.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": '
+    '"str"}, '
+    '"--use-fp64-gumbel": {"action": "boolean_optional", "aliases": ["--no-use-fp64-gumbel"], "choices": null, '
+    '"const": true, "default": false, "deprecated": false, "dest": "use_fp64_gumbel", "group": "ModelConfig", "help": '
+    '"Whether to use FP64 (instead of FP32) random noise for Gumbel-max and equivalent exponential-race sampling. FP64 '
+    "preserves lower-tail sampling events that fp32 uniform/exponential draws can truncate, at the cost of "
+    'significantly lower throughput on most GPUs.", "hidden": false, "json_class": null, "nargs": 0, "optional": '
+    'false, "takes_value": false, "type": "bool"}, '
+    '"--use-replayssm": {"action": "boolean_optional", "aliases": ["--no-use-replayssm"], "choices": null, "const": '
+    'true, "default": false, "deprecated": false, "dest": "use_replayssm", "group": "CacheConfig", "help": "Use the '
+    "ReplaySSM Mamba2 decode kernel: cache recent SSM inputs and skip the per-step full-state store, writing the "
+    "checkpoint back only on flush. Requires the Triton or FlashInfer mamba backend; FlashInfer does not support "
+    "prefix caching yet. Mamba2 speculative decode requires FlashInfer. With prefix caching, flushes are most "
+    'efficient when mamba_block_size is a multiple of replayssm_buffer_len, but this is not required.", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--use-tqdm-on-load": {"action": "boolean_optional", "aliases": ["--no-use-tqdm-on-load"], "choices": null, '
+    '"const": true, "default": true, "deprecated": false, "dest": "use_tqdm_on_load", "group": "LoadConfig", "help": '
+    '"Whether to enable tqdm for showing progress bar when loading model weights.", "hidden": false, "json_class": '
+    'null, "nargs": 0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"--uvicorn-log-level": {"action": "store", "aliases": [], "choices": ["critical", "debug", "error", "info", '
+    '"trace", "warning"], "const": null, "default": "info", "deprecated": false, "dest": "uvicorn_log_level", "group": '
+    '"Frontend", "help": "Log level for uvicorn.", "hidden": false, "json_class": null, "nargs": null, "optional": '
+    'false, "takes_value": true, "type": "str"}, '
+    '"--video-pruning-method": {"action": "store", "aliases": [], "choices": ["evs", "vidcom2"], "const": null, '
+    '"default": "evs", "deprecated": false, "dest": "video_pruning_method", "group": "MultiModalConfig", "help": '
+    '"Video token pruning algorithm applied when `video_pruning_rate` > 0:", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--video-pruning-rate": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "video_pruning_rate", "group": "MultiModalConfig", "help": "Fraction of video tokens '
+    "to prune from each video. Value sits in range [0;1); pruning is enabled when it is greater than 0. The pruning "
+    'algorithm is selected by `video_pruning_method`.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": true, "takes_value": true, "type": "float"}, '
+    '"--watchdog-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": '
+    '"<WatchdogConfig defaults>", "deprecated": false, "dest": "watchdog_config", "group": "VllmConfig", "help": '
+    '"Configuration for the stack-dump watchdog.", "hidden": false, "json_class": "WatchdogConfig", "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "json"}, '
+    '"--watermark": {"action": "store", "aliases": [], "choices": null, "const": null, "default": 0.0, "deprecated": '
+    'false, "dest": "watermark", "group": "SchedulerConfig", "help": "Fraction of total KV cache blocks to keep free '
+    "(the watermark) when admitting waiting or preempted requests into the running queue. This headroom helps avoid "
+    "frequent KV cache eviction and the resulting repeated preemption of requests when GPU memory is scarce. Must be "
+    'in the range [0.0, 1.0); 0.0 (the default) disables the watermark.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "float"}, '
+    '"--watermark-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "watermark_config", "group": "VllmConfig", "help": "Text watermarking '
+    'configuration.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, '
+    '"type": "json"}, '
+    '"--weight-transfer-config": {"action": "store", "aliases": [], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "weight_transfer_config", "group": "VllmConfig", "help": "The configurations for '
+    'weight transfer during RL training.", "hidden": false, "json_class": "WeightTransferConfig", "nargs": null, '
+    '"optional": true, "takes_value": true, "type": "json"}, '
+    '"--worker-cls": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "auto", '
+    '"deprecated": false, "dest": "worker_cls", "group": "ParallelConfig", "help": "The full name of the worker class '
+    'to use. If \\"auto\\", the worker class will be determined based on the platform.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"--worker-extension-cls": {"action": "store", "aliases": [], "choices": null, "const": null, "default": "", '
+    '"deprecated": false, "dest": "worker_extension_cls", "group": "ParallelConfig", "help": "The full name of the '
+    "worker extension class to use. The worker extension class is dynamically inherited by the worker class. This is "
+    "used to inject new attributes and methods to the worker class for use in collective_rpc calls. It may also define "
+    "`init_worker_extension(self)`, called after device and distributed initialization but before model loading, and "
+    '`destroy_worker_extension(self)`, called (best-effort) before the worker shuts down.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "str"}, '
+    '"-ac": {"action": "store", "aliases": ["--attention-config"], "choices": null, "const": null, "default": '
+    '"<AttentionConfig defaults>", "deprecated": false, "dest": "attention_config", "group": "VllmConfig", "help": '
+    '"Attention configuration.", "hidden": false, "json_class": "AttentionConfig", "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "json"}, '
+    '"-asc": {"action": "store", "aliases": ["--api-server-count"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "api_server_count", "group": "options", "help": "How many API server processes to '
+    'run. Defaults to data_parallel_size if not specified.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"-cc": {"action": "store", "aliases": ["--compilation-config"], "choices": null, "const": null, "default": '
+    '"<CompilationConfig defaults>", "deprecated": false, "dest": "compilation_config", "group": "VllmConfig", "help": '
+    '"`torch.compile` and cudagraph capture configuration for the model.", "hidden": false, "json_class": '
+    '"CompilationConfig", "nargs": null, "optional": false, "takes_value": true, "type": "json"}, '
+    '"-dc": {"action": "store", "aliases": ["--diffusion-config"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "diffusion_config", "group": "VllmConfig", "help": "Diffusion LLM (dLLM) '
+    'configuration.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, '
+    '"type": "json"}, '
+    '"-dcp": {"action": "store", "aliases": ["--decode-context-parallel-size"], "choices": null, "const": null, '
+    '"default": 1, "deprecated": false, "dest": "decode_context_parallel_size", "group": "ParallelConfig", "help": '
+    '"Number of ranks that shard the decode KV cache. DCP does not expand the process world size. Without PCP, DCP '
+    'reuses TP ranks. With PCP, DCP either spans the PCP axis or the full TP x PCP block.", "hidden": false, '
+    '"json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"-dp": {"action": "store", "aliases": ["--data-parallel-size"], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "data_parallel_size", "group": "ParallelConfig", "help": "Number of data parallel '
+    "groups. MoE layers will be sharded according to the product of the tensor, prefill-context, and data parallel "
+    'sizes.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, "type": '
+    '"int"}, '
+    '"-dpa": {"action": "store", "aliases": ["--data-parallel-address"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_address", "group": "ParallelConfig", "help": "Address of data '
+    'parallel cluster head-node.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"-dpb": {"action": "store", "aliases": ["--data-parallel-backend"], "choices": null, "const": null, "default": '
+    '"mp", "deprecated": false, "dest": "data_parallel_backend", "group": "ParallelConfig", "help": "Backend for data '
+    'parallel, either \\"mp\\" or \\"ray\\".", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "str"}, '
+    '"-dpe": {"action": "boolean_optional", "aliases": ["--data-parallel-external-lb", '
+    '"--no-data-parallel-external-lb"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"data_parallel_external_lb", "group": "ParallelConfig", "help": "Whether to use \\"external\\" DP LB mode. '
+    'Applies only to online serving and when data_parallel_size > 0. This is useful for a \\"one-pod-per-rank\\" '
+    "wide-EP setup in Kubernetes. Supported only for MoE deployments; non-MoE models should use independent vLLM "
+    "instances without --data-parallel-* arguments. Set implicitly when --data-parallel-rank is provided explicitly to "
+    'vllm serve.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": '
+    '"bool"}, '
+    '"-dph": {"action": "boolean_optional", "aliases": ["--data-parallel-hybrid-lb", "--no-data-parallel-hybrid-lb"], '
+    '"choices": null, "const": true, "default": false, "deprecated": false, "dest": "data_parallel_hybrid_lb", '
+    '"group": "ParallelConfig", "help": "Whether to use \\"hybrid\\" DP LB mode. Applies only to online serving and '
+    'when data_parallel_size > 0. Enables running an AsyncLLM and API server on a \\"per-node\\" basis where vLLM load '
+    "balances between local data parallel ranks, but an external LB balances between vLLM nodes/replicas. Set "
+    'explicitly in conjunction with", "hidden": false, "json_class": null, "nargs": 0, "optional": false, '
+    '"takes_value": false, "type": "bool"}, '
+    '"-dpl": {"action": "store", "aliases": ["--data-parallel-size-local"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_size_local", "group": "ParallelConfig", "help": "Number of data '
+    'parallel replicas to run on this node.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"-dpm": {"action": "store_true", "aliases": ["--data-parallel-multi-port-external-lb"], "choices": null, "const": '
+    'true, "default": false, "deprecated": false, "dest": "data_parallel_multi_port_external_lb", "group": '
+    '"ParallelConfig", "help": "Run a node-local supervisor that launches one external-LB API server per local data '
+    'parallel rank and exposes aggregated health on a supervisor port.", "hidden": false, "json_class": null, "nargs": '
+    '0, "optional": false, "takes_value": false, "type": "bool"}, '
+    '"-dpn": {"action": "store", "aliases": ["--data-parallel-rank"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "data_parallel_rank", "group": "ParallelConfig", "help": "Data parallel rank of this '
+    "instance. When set, enables external load balancer mode for MoE data-parallel deployments. Unsupported for "
+    'non-MoE models; launch independent vLLM instances instead.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"-dpp": {"action": "store", "aliases": ["--data-parallel-rpc-port"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_rpc_port", "group": "ParallelConfig", "help": "Fixed port for '
+    'data parallel RPC communication. All nodes must use the same port.", "hidden": false, "json_class": null, '
+    '"nargs": null, "optional": false, "takes_value": true, "type": "int"}, '
+    '"-dpr": {"action": "store", "aliases": ["--data-parallel-start-rank"], "choices": null, "const": null, "default": '
+    'null, "deprecated": false, "dest": "data_parallel_start_rank", "group": "ParallelConfig", "help": "Starting data '
+    'parallel rank for secondary nodes.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"-ep": {"action": "boolean_optional", "aliases": ["--disable-expert-parallel", "--enable-expert-parallel", '
+    '"--no-enable-expert-parallel"], "choices": null, "const": true, "default": false, "deprecated": false, "dest": '
+    '"enable_expert_parallel", "group": "ParallelConfig", "help": "Use expert parallelism instead of tensor '
+    'parallelism for MoE layers.", "hidden": false, "json_class": null, "nargs": 0, "optional": false, "takes_value": '
+    'false, "type": "bool"}, '
+    '"-h": {"action": "help", "aliases": ["--help"], "choices": null, "const": null, "default": "==SUPPRESS==", '
+    '"deprecated": false, "dest": "help", "group": "options", "help": "show this help message and exit", "hidden": '
+    'false, "json_class": null, "nargs": 0, "optional": false, "takes_value": false, "type": "none"}, '
+    '"-n": {"action": "store", "aliases": ["--nnodes"], "choices": null, "const": null, "default": 1, "deprecated": '
+    'false, "dest": "nnodes", "group": "ParallelConfig", "help": "num of nodes for multi-node distributed inference '
+    'when distributed_executor_backend is mp.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"-pcp": {"action": "store", "aliases": ["--prefill-context-parallel-size"], "choices": null, "const": null, '
+    '"default": 1, "deprecated": false, "dest": "prefill_context_parallel_size", "group": "ParallelConfig", "help": '
+    '"Number of ranks that split prefill sequence computation. PCP expands the process world size but does not '
+    'increase the KV-cache shard count.", "hidden": false, "json_class": null, "nargs": null, "optional": false, '
+    '"takes_value": true, "type": "int"}, '
+    '"-pp": {"action": "store", "aliases": ["--pipeline-parallel-size"], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "pipeline_parallel_size", "group": "ParallelConfig", "help": "Number of pipeline '
+    'parallel groups.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}, '
+    '"-q": {"action": "store", "aliases": ["--quantization"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "quantization", "group": "ModelConfig", "help": "Method used to quantize the '
+    "weights. If `None`, we first check the `quantization_config` attribute in the model config file. If that is "
+    "`None`, we assume the model weights are not quantized and use `dtype` to determine the data type of the "
+    'weights.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, "type": '
+    '"str"}, '
+    '"-r": {"action": "store", "aliases": ["--node-rank"], "choices": null, "const": null, "default": 0, "deprecated": '
+    'false, "dest": "node_rank", "group": "ParallelConfig", "help": "distributed node rank for multi-node distributed '
+    'inference when distributed_executor_backend is mp.", "hidden": false, "json_class": null, "nargs": null, '
+    '"optional": false, "takes_value": true, "type": "int"}, '
+    '"-sc": {"action": "store", "aliases": ["--speculative-config"], "choices": null, "const": null, "default": null, '
+    '"deprecated": false, "dest": "speculative_config", "group": "VllmConfig", "help": "Speculative decoding '
+    'configuration.", "hidden": false, "json_class": null, "nargs": null, "optional": true, "takes_value": true, '
+    '"type": "json"}, '
+    '"-tp": {"action": "store", "aliases": ["--tensor-parallel-size"], "choices": null, "const": null, "default": 1, '
+    '"deprecated": false, "dest": "tensor_parallel_size", "group": "ParallelConfig", "help": "Number of tensor '
+    'parallel groups.", "hidden": false, "json_class": null, "nargs": null, "optional": false, "takes_value": true, '
+    '"type": "int"}}'
+)
 
 SERVE_POSITIONALS: dict[str, dict[str, Any]] = {
     "model_tag": {
