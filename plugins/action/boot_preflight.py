@@ -197,12 +197,7 @@ def _guard_differences(
     The key is read, never made: a preflight writes nothing (the converge makes it)."""
     if not memguard:
         return {}
-    key = memguard["key"] or None
-    if key is None:
-        try:
-            key = _memguard.read_key(memguard["key_file"])
-        except FileNotFoundError:
-            key = None
+    key = _memguard.key_if_any(memguard["key"], memguard["key_file"])
     return _memguard.differences_by_host(
         [rank["host"] for rank in plan["ranks"]],
         task_vars.get("hostvars") or {},

@@ -14,12 +14,13 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
-    NETWORKS,
     SETTINGS,
     MemguardConfigError,
     differences_by_host,
     expectation,
+    key_if_any,
     memguard_config,
+    peers_of,
     read_key,
     script_sha256,
 )
@@ -57,9 +58,8 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=f"dgxspark.cluster.memguard_plan: settings lacks {', '.join(missing)}")
             return result
         hosts = args["hosts"] if args["hosts"] is not None else list(task_vars.get("ansible_play_hosts_all") or [host])
-        attribute = NETWORKS.get(str(settings["memguard_peer_network"]), "ansible_host")
         hostvars = task_vars.get("hostvars") or {}
-        peers = {name: (hostvars[name].get(attribute) if name in hostvars else None) or "" for name in hosts}
+        peers = peers_of(hosts, hostvars, settings)
         by_host = args["node_facts_by_host"]
         try:
             key = args["key"] or self._key(args["key_file"], create=args["key_create"] and not self._task.check_mode)
@@ -91,11 +91,9 @@ class ActionModule(ActionBase):
         """The guards' shared key from ``path``; made there (0600, letters and digits) when it does not exist and
         ``create`` is true, once: a host that loses the race to make it reads the winner's. None when it does
         not exist and may not be made (a preflight, check mode). The format is ansible.builtin.password's."""
-        try:
-            return read_key(path)
-        except FileNotFoundError:
-            if not create:
-                return None
+        found = key_if_any("", path)
+        if found is not None or not create:
+            return found
         key = "".join(secrets.choice(KEY_CHARS) for _index in range(KEY_LENGTH))
         # written whole to a file of its own, then linked into place: the link fails when another host made the
         # key first, and no host ever reads a key half-written

@@ -353,6 +353,22 @@ def read_key(path: str) -> str:
         return handle.read().rstrip("\n").split(" salt=")[0]
 
 
+def key_if_any(key: str, key_file: str) -> str | None:
+    """The peers' key: ``key`` when given, else the one in ``key_file``; None when there is none yet (never made)."""
+    if key:
+        return key
+    try:
+        return read_key(key_file)
+    except FileNotFoundError:
+        return None
+
+
+def peers_of(hosts: Sequence[str], hostvars: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, str]:
+    """Every host's address on ``memguard_peer_network`` (:data:`NETWORKS`), by inventory name ("" when unset)."""
+    attribute = NETWORKS.get(str(settings["memguard_peer_network"]), "ansible_host")
+    return {name: (hostvars[name].get(attribute) if name in hostvars else None) or "" for name in hosts}
+
+
 def differences_by_host(
     hosts: Sequence[str],
     hostvars: Mapping[str, Any],
@@ -367,8 +383,7 @@ def differences_by_host(
     node's guard planned at once on the controller. ``settings`` are the role's (its vars/main.yml
     ``memguard_plan_settings``), templated for one host; a host's own inventory values of them win for its guard.
     The peers are every host's address on ``memguard_peer_network``."""
-    attribute = NETWORKS.get(str(settings["memguard_peer_network"]), "ansible_host")
-    peers = {name: (hostvars[name].get(attribute) if name in hostvars else None) or "" for name in hosts}
+    peers = peers_of(hosts, hostvars, settings)
     differences = {}
     for name in hosts:
         own = hostvars.get(name) or {}
