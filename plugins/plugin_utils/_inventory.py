@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._overrides import OVERRIDES_VAR, origin_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
 
 HEAD_GROUP = "dgxspark_head"
 WORKERS_GROUP = "dgxspark_workers"
 RANK_VAR = "dgxspark_rank"
 ADDRESS_VAR = "dgxspark_fabric_address"
-OVERRIDES_VAR = "dgxspark_overrides"
 CABLING_VAR = "dgxspark_fabric_cabling"
 # What the fabric role found on a host's ports (RDMA devices, interfaces, RoCE GID index), for NCCL.
 FABRIC_NCCL_VAR = "fabric_nccl"
@@ -51,6 +51,8 @@ class Host:
     """What the fabric role found on the host's ports (``fabric_nccl``): hca, socket_ifname, gid_index."""
     management_address: Any = None
     """``ansible_host``: where Ansible reaches the host (an address or a name)."""
+    overrides_from: str | None = None
+    """The inventory file that sets ``dgxspark_overrides`` (``_overrides.origin_of``), when the files show it."""
 
 
 def hosts_from_inventory(
@@ -66,6 +68,7 @@ def hosts_from_inventory(
     hosts = []
     for name in list(dict.fromkeys(heads + workers)):
         variables = hostvars.get(name, {})
+        overrides = variables.get(OVERRIDES_VAR)
         hosts.append(
             Host(
                 name,
@@ -73,9 +76,10 @@ def hosts_from_inventory(
                 fabric_address=variables.get(ADDRESS_VAR),
                 cabling=variables.get(CABLING_VAR),
                 head=name in heads,
-                overrides=variables.get(OVERRIDES_VAR),
+                overrides=overrides,
                 discovered=variables.get(FABRIC_NCCL_VAR),
                 management_address=variables.get(MANAGEMENT_VAR),
+                overrides_from=origin_of(name, variables) if overrides else None,
             )
         )
     return hosts, [h for h in heads if h in workers]

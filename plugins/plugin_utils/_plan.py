@@ -34,12 +34,11 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
     check_hosts,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import check_nccl_environment, topology_of
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import topology_of
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._overrides import effective_data, judge
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
-    DockerArgs,
     Profile,
-    check_docker_args,
     effective_container,
     effective_docker_args,
     secrets_of,
@@ -51,7 +50,6 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
     SIZING_FLAGS,
-    check_serve_args,
     has_flag,
     parse_serve_args,
 )
@@ -133,19 +131,19 @@ def build_plan(
     ranked, _ranks_ok = check_hosts(
         hosts, out, nodes=shape["nodes"], shape=name, groups=groups, both_groups=both_groups
     )
-    for host in ranked:
-        if host.overrides is not None:
-            scoped = Collector("inventory")
-            validate(HOST_OVERRIDES, host.overrides, scoped, f"host {host.name}: {OVERRIDES_VAR}")
-            out.items.extend(scoped.items)
+    judged = _judge_overrides(profile, name, ranked, out)
     out.raise_if_errors()
     head = next(h for h in ranked if h.rank == 0)
     api = _api_access.api_of(profile.data)
     listen = _api_access.resolve(api, head, out)
     out.raise_if_errors()
-    ranks = [_render_rank(profile, name, h, str(head.fabric_address), out, api, listen) for h in ranked]
-    out.raise_if_errors()
-    _check_agreement(ranks, out)
+    ranks = [
+        _render_rank(profile, name, h, str(head.fabric_address), out, api, listen, bool(judged.errors_of(h.name)))
+        for h in ranked
+    ]
+    if not out.errors:  # ranks that rendered: do they agree? (a rank that breaks a rule may still disagree)
+        _check_agreement(ranks, out)
+    out.items.extend(judged.items)
     out.raise_if_errors()
     container = effective_container(profile.data, name)
     weights = weights_path_of(profile.data)
@@ -177,24 +175,35 @@ def build_plan(
     }
 
 
+class _Judged(Collector):
+    def errors_of(self, host: str) -> list[Problem]:
+        return [p for p in self.errors if p.where.startswith(f"host {host}: ")]
+
+
+def _judge_overrides(profile: Profile, shape_name: str, hosts: Sequence[Host], out: Collector) -> _Judged:
+    """Each host's ``dgxspark_overrides``: their form (the schema's HOST_OVERRIDES) into ``out``, then every rule of
+    the profile on the profile as that host runs it (``_overrides.judge``), returned."""
+    judged = _Judged("inventory")
+    for host in hosts:
+        if host.overrides is None:
+            continue
+        scoped = Collector(host.overrides_from or "inventory")
+        overrides = validate(HOST_OVERRIDES, host.overrides, scoped, f"host {host.name}: {OVERRIDES_VAR}")
+        out.items.extend(scoped.items)
+        if scoped.errors or not overrides:
+            continue
+        errors, warnings = judge(
+            profile.data, profile.source, shape_name, host.name, overrides, profile.warnings, host.overrides_from
+        )
+        judged.items.extend(errors + warnings)
+    return judged
+
+
 def _unique(problems: Sequence[Problem]) -> list[Problem]:
     seen: dict[str, Problem] = {}
     for p in problems:
         seen.setdefault(p.render(), p)
     return list(seen.values())
-
-
-def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """Mappings merge key by key; lists in ``container`` are appended; anything else is replaced."""
-    result = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(result.get(key), dict) and key != "speculative_config":
-            result[key] = _merge(result[key], value)
-        elif isinstance(value, list) and isinstance(result.get(key), list) and key in ("docker_run_args", "serve_args"):
-            result[key] = list(result[key]) + list(value)
-        else:
-            result[key] = value
-    return result
 
 
 DISCOVERED_KEYS = ("hca", "socket_ifname", "gid_index")
@@ -227,44 +236,22 @@ def _render_rank(
     out: Collector,
     api: Mapping[str, Any] | None = None,
     listen: Mapping[str, Any] | None = None,
+    refused: bool = False,
 ) -> RankPlan:
+    """One rank as its host runs it; ``refused``: its overrides break a rule, so it is rendered for the agreement
+    check but gets no container parameters (rendering them would only repeat the problem)."""
     errors_before = len(out.errors)
-    data = profile.data
-    shape = dict(data["shapes"][shape_name])
+    # what this host runs: the profile with its overrides merged in, which _judge_overrides has judged
+    data = effective_data(profile.data, shape_name, host.overrides)
+    shape = data["shapes"][shape_name]
     container = effective_container(data, shape_name)
-    base_args = effective_docker_args(data, shape_name)
-    over = host.overrides or {}
-    where = f"host {host.name}: {OVERRIDES_VAR}"
-    if over:
-        shape = _merge(shape, {k: v for k, v in over.items() if k != "container"})
-        container = _merge(container, over.get("container", {}))
-        extra = over.get("container", {}).get("docker_run_args", [])
-        args = DockerArgs(
-            base_args.args + list(extra),
-            base_args.paths + [f"{where}.container.docker_run_args[{i}]" for i in range(len(extra))],
-        )
-        if extra:
-            check_docker_args(
-                args,
-                shape["nodes"],
-                shape["fabric"]["nccl_net"],
-                out,
-                weights_path=weights_path_of(data),
-            )
-        if over.get("container", {}).get("serve_args"):
-            check_serve_args(container["serve_args"], container["fork_flags"], f"{where}.container.serve_args", out)
-    else:
-        args = base_args
+    args = effective_docker_args(data, shape_name)
     secrets = secrets_of(data)
-    if over.get("environment"):
-        _secrets.check_environment(over["environment"], f"{where}.environment", out, secrets)
     env = shape_environment(shape, **discovered_fabric(shape["fabric"], host.discovered))
     # Secrets are files bound at /run/secrets/<name>: only the path goes in the environment (HF_TOKEN_PATH).
     env.update(_secrets.environment(secrets))
     # vLLM opens further ports on VLLM_HOST_IP (default: the default route's interface); pin it to the fabric.
     env.setdefault("VLLM_HOST_IP", str(host.fabric_address))
-    if over.get("environment") or over.get("fabric"):
-        check_nccl_environment(env, shape["nodes"], shape["fabric"]["nccl_net"], f"{where}.environment", out)
     rank = int(host.rank)
     role = "head" if rank == 0 else "worker"
     command = render_serve_command(data, shape, container, rank, master_addr)
@@ -317,7 +304,7 @@ def _render_rank(
     plan.entrypoint = entrypoint
     plan.command = list(wrapped)
     plan.api_port = int(container["api_port"]) if rank == 0 else None
-    if len(out.errors) > errors_before:
+    if refused or len(out.errors) > errors_before:
         return plan  # the host's overrides are wrong: rendering would only repeat it
     try:
         plan.container = docker_container_params(asdict(plan))
