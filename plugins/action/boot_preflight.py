@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import getpass
 import os
 import socket
@@ -20,10 +19,8 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
     connects_to,
     hosts_from_inventory,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import bind
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import parse_profile
 
 ARGUMENT_SPEC = {
     "planned": {"type": "dict", "required": True},
@@ -74,37 +71,21 @@ class ActionModule(ActionBase):
             return result
         found = _boot_preflight.discovered(facts, planned["fabric"])
         src = str(planned["src"])
-        try:  # the plan again, with what the nodes offer NCCL bound in (from the text read once, by the plan)
-            profile = parse_profile(str(planned["text"]), src)
-            hosts, both = hosts_from_inventory(
-                task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
-            )
-            wanted = {rank["host"] for rank in planned["plan"]["ranks"]}
-            hosts = [
-                dataclasses.replace(h, discovered=found[h.name]) if found.get(h.name) is not None else h
-                for h in hosts
-                if h.name in wanted
-            ]
-            groups = (args["head_group"], args["workers_group"])
-            plan = build_plan(profile, planned["shape"], hosts, groups, both)
-        except ProfileError as exc:
-            result.update(
-                failed=True,
-                msg=format_problems(
-                    exc.problems,
-                    f"{src}: the plan with the nodes' fabric names has {len(exc.problems)} problem(s); "
-                    "nothing was touched:",
-                ),
-                problems=[p.as_dict() for p in exc.problems + exc.warnings],
-            )
-            return result
+        # the plan serving_profile built, with what the nodes offer NCCL bound in (an overlay: not planned again)
+        plan = bind(planned["plan"], {host: names for host, names in found.items() if names is not None})
+        profile, profile_sha256 = planned["profile"], str(planned["profile_sha256"])
+        hosts, _both = hosts_from_inventory(
+            task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+        )
+        wanted = {rank["host"] for rank in plan["ranks"]}
+        hosts = [h for h in hosts if h.name in wanted]
         decision, release_lines = _boot_preflight.release(
-            plan, profile.sha256, facts, args["candidate"], args["release"] or None
+            plan, profile_sha256, facts, args["candidate"], args["release"] or None
         )
         verdict = preflight(
             facts,
             plan,
-            profile.data,
+            profile,
             args["replace"],
             args["skip"],
             args["clear_trip"],
@@ -117,7 +98,7 @@ class ActionModule(ActionBase):
         fabric = _boot_preflight.fabric_differences(facts, planned["fabric"], args["fabric_settings"])
         kernel = _boot_preflight.kernel_differences(verdict["lines"])
         try:
-            guard = _guard_differences(args["memguard"], plan, profile.data, facts, task_vars)
+            guard = _guard_differences(args["memguard"], plan, profile, facts, task_vars)
         except (_memguard.MemguardConfigError, OSError) as error:
             result.update(failed=True, msg=f"dgxspark.cluster.boot_preflight: the memory guard's plan: {error}")
             return result
@@ -131,9 +112,9 @@ class ActionModule(ActionBase):
         }
         result.update(
             src=src,
-            profile_sha256=profile.sha256,
+            profile_sha256=profile_sha256,
             shape=plan["shape"],
-            profile=profile.data,
+            profile=profile,
             plan=plan,
             fabric=planned["fabric"],
             discovered=found,
@@ -158,7 +139,7 @@ class ActionModule(ActionBase):
         )
         if self._task.check_mode:
             result["would"] = _boot_preflight.would_do(
-                plan, profile.data, facts, verdict["as_planned"], differences, verdict["restart"]
+                plan, profile, facts, verdict["as_planned"], differences, verdict["restart"]
             )
         if verdict["failed"]:
             result.update(
@@ -203,7 +184,7 @@ def _guard_differences(
         task_vars.get("hostvars") or {},
         memguard["settings"],
         profile["host"],
-        profile["container"]["name"],
+        plan["container_name"],
         key,
         facts,
         _memguard.script_sha256(),

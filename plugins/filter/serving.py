@@ -39,6 +39,22 @@ def secret_env_names(env: Any) -> list[str]:
     return _secret_env_names(env)
 
 
+_bind = lazy("plugin_utils._plan", "bind")
+
+
+def plan_bound(planned: Any, hostvars: Any, hosts: Any) -> dict[str, Any]:
+    """A serving_profile or boot_preflight result whose plan has the fabric names each host's fabric role found
+    (its ``fabric_nccl``) bound in (``_plan.bind``: an overlay, not a new plan); hosts without them keep theirs."""
+    if not isinstance(planned, Mapping) or not isinstance(planned.get("plan"), Mapping):
+        raise AnsibleFilterError("dgxspark.cluster.plan_bound: needs a serving_profile or boot_preflight result")
+    found = {}
+    for host in hosts or []:
+        names = (hostvars[host] if host in hostvars else {}).get("fabric_nccl")
+        if isinstance(names, Mapping):
+            found[str(host)] = dict(names)
+    return {**planned, "plan": _bind(planned["plan"], found)}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         # the plan's modules, imported when a filter is first called (plugin_utils/_lazy.py says why)
@@ -49,4 +65,5 @@ class FilterModule:
             "memory_budget": _checked(lazy("plugin_utils._api", "memory_budget")),
             "docker_container_params": _checked(lazy("plugin_utils._container", "docker_container_params")),
             "secret_env_names": secret_env_names,
+            "plan_bound": _checked(plan_bound),
         }

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -34,7 +36,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
     check_hosts,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import topology_of
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import nccl_environment, topology_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._overrides import effective_data, judge
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
@@ -111,6 +113,11 @@ class RankPlan:
     """The port the head serves the OpenAI API on (``--port``); None on a worker (``--headless``)."""
     container: dict[str, Any] = field(default_factory=dict)
     """The ``community.docker.docker_container`` parameters that start this rank: what the role runs."""
+    fabric: dict[str, Any] = field(default_factory=dict)
+    """The shape's fabric settings with the host's overrides: what :func:`bind` reads the nodes' names against."""
+    environment_pinned: list[str] = field(default_factory=list)
+    """The environment the profile sets itself (the shape's, the host's overrides, the secrets' paths): a fabric
+    name the node reports does not replace these."""
 
 
 def build_plan(
@@ -126,6 +133,7 @@ def build_plan(
     checked here is what starts, and a rank that cannot be rendered fails the plan, not the boot.
     """
     name = select_shape(profile, shape_name)
+    _trace(name, hosts)
     shape = profile.data["shapes"][name]
     out = Collector("inventory", waivers=dict(profile.data.get("waivers", {})))
     ranked, _ranks_ok = check_hosts(
@@ -155,7 +163,7 @@ def build_plan(
         "nodes": shape["nodes"],
         "topology": topology_of(shape["fabric"]),
         "head": head.name,
-        "workers": [r.host for r in ranks if r.role == "worker"],
+        "workers": [r["host"] for r in ranks if r["role"] == "worker"],
         "master_addr": str(head.fabric_address),
         "master_port": container["master_port"],
         "api_url": _api_access.summary(api, listen, container["api_port"])["api_url"],
@@ -165,12 +173,13 @@ def build_plan(
         "memory_budget": memory_budget(shape["sizing"], shape.get("memory")),
         # what node_facts reports the mount of on each host beyond the weights path (the preflight's engram-nvme)
         "disk_paths": {
-            r.host: disk_paths(
-                engram_storage(placement, r.environment, r.docker_run_args, container["model_path"], weights), weights
+            r["host"]: disk_paths(
+                engram_storage(placement, r["environment"], r["docker_run_args"], container["model_path"], weights),
+                weights,
             )
             for r in ranks
         },
-        "ranks": [asdict(r) for r in ranks],
+        "ranks": ranks,
         "warnings": [w.render() for w in _unique(profile.warnings + out.warnings)],
     }
 
@@ -178,6 +187,19 @@ def build_plan(
 class _Judged(Collector):
     def errors_of(self, host: str) -> list[Problem]:
         return [p for p in self.errors if p.where.startswith(f"host {host}: ")]
+
+
+TRACE_VAR = "DGXSPARK_PLAN_TRACE"
+
+
+def _trace(shape_name: str, hosts: Sequence[Host]) -> None:
+    """With ``DGXSPARK_PLAN_TRACE`` set to a file, a line per plan built (its time, process, shape and hosts): how the
+    tests count that a run plans once, whatever process of Ansible's does it."""
+    path = os.environ.get(TRACE_VAR)
+    if path:
+        line = {"at": time.time(), "pid": os.getpid(), "shape": shape_name, "hosts": [h.name for h in hosts]}
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
 
 
 def _judge_overrides(profile: Profile, shape_name: str, hosts: Sequence[Host], out: Collector) -> _Judged:
@@ -237,9 +259,9 @@ def _render_rank(
     api: Mapping[str, Any] | None = None,
     listen: Mapping[str, Any] | None = None,
     refused: bool = False,
-) -> RankPlan:
-    """One rank as its host runs it; ``refused``: its overrides break a rule, so it is rendered for the agreement
-    check but gets no container parameters (rendering them would only repeat the problem)."""
+) -> dict[str, Any]:
+    """One rank as its host runs it (a :class:`RankPlan` as a dict); ``refused``: its overrides break a rule, so it
+    is rendered for the agreement check but gets no container parameters (they would only repeat the problem)."""
     errors_before = len(out.errors)
     # what this host runs: the profile with its overrides merged in, which _judge_overrides has judged
     data = effective_data(profile.data, shape_name, host.overrides)
@@ -262,29 +284,14 @@ def _render_rank(
         entrypoint, wrapped = _api_access.wrapped(api, entrypoint, command)
     else:
         wrapped = command
-    spec = {
-        "image": container["image"],
-        "entrypoint": entrypoint,
-        "command": wrapped,
-        "docker_run_args": args.args,
-        "environment": env,
-    }
-    spec_sha = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     labels = {
         PROFILE_LABEL: profile.sha256,
         f"{LABEL_PREFIX}.shape": shape_name,
         RANK_LABEL: str(rank),
-        SPEC_LABEL: spec_sha,
+        SPEC_LABEL: "",  # _assembled sets it
     }
     if data.get("model_revision"):
         labels[f"{LABEL_PREFIX}.model_revision"] = data["model_revision"]
-    argv = ["docker", "run", "--detach", "--name", container["name"]]
-    for key, value in labels.items():
-        argv += ["--label", f"{key}={value}"]
-    argv += args.args
-    for key in sorted(env):
-        argv += ["--env", f"{key}={env[key]}"]
-    argv += ["--entrypoint", entrypoint, container["image"], *wrapped]
     ulimits = {k: v.as_dict() for k, v in sorted(docker.container_ulimits(args.args).items())}
     plan = RankPlan(
         host.name,
@@ -293,25 +300,83 @@ def _render_rank(
         str(host.fabric_address),
         container["name"],
         container["image"],
-        argv,
+        [],
         env,
         ulimits,
         labels,
-        spec_sha,
-    )
-    plan.agreement = _agreement_view(plan, command, container)
+        "",
+    )  # argv and spec_sha256: _assembled
     plan.docker_run_args = list(args.args)
     plan.entrypoint = entrypoint
     plan.command = list(wrapped)
     plan.api_port = int(container["api_port"]) if rank == 0 else None
+    plan.fabric = dict(shape["fabric"])
+    plan.environment_pinned = sorted(set(shape.get("environment", {})) | set(_secrets.environment(secrets)))
+    plan.agreement = _agreement_view(plan, command, container)
+    rendered = asdict(plan)
     if refused or len(out.errors) > errors_before:
-        return plan  # the host's overrides are wrong: rendering would only repeat it
+        # the host's overrides are wrong: container parameters would only repeat it
+        return _assembled(rendered, rendered["environment"], with_container=False)
     try:
-        plan.container = docker_container_params(asdict(plan))
+        return _assembled(rendered, rendered["environment"])
     except ProfileError as exc:
         for problem in exc.problems:
             out.error(problem.where, problem.message, problem.found, problem.expected, problem.hint)
-    return plan
+    return _assembled(rendered, rendered["environment"], with_container=False)
+
+
+# The environment the fabric's names set (nccl_environment's hca, socket_ifname and gid_index): what bind() redoes.
+DISCOVERED_ENV = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_GID_INDEX")
+
+
+def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], with_container: bool = True) -> dict[str, Any]:
+    """A rank with ``environment``, and what follows from its parts: the spec hash (what releases record and the
+    container's label carries), the ``docker run`` argv and the docker_container parameters."""
+    result = dict(rank)
+    result["environment"] = dict(environment)
+    spec = {
+        "image": rank["image"],
+        "entrypoint": rank["entrypoint"],
+        "command": rank["command"],
+        "docker_run_args": rank["docker_run_args"],
+        "environment": result["environment"],
+    }
+    result["spec_sha256"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    result["labels"] = {**rank["labels"], SPEC_LABEL: result["spec_sha256"]}
+    argv = ["docker", "run", "--detach", "--name", rank["container_name"]]
+    for key, value in result["labels"].items():
+        argv += ["--label", f"{key}={value}"]
+    argv += rank["docker_run_args"]
+    for key in sorted(environment):
+        argv += ["--env", f"{key}={environment[key]}"]
+    result["argv"] = [*argv, "--entrypoint", rank["entrypoint"], rank["image"], *rank["command"]]
+    result["container"] = docker_container_params(result) if with_container else {}
+    return result
+
+
+def bind(plan: Mapping[str, Any], discovered: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan with the fabric names the nodes report (``discovered``: host -> its ``fabric_nccl``: hca,
+    socket_ifname, gid_index) bound in, as an overlay: for each rank whose names change, only what depends on them
+    is redone (its NCCL environment, spec hash, argv and container parameters). A name the profile sets (its fabric
+    or environment, with the host's overrides) wins over the node's, as when planning; a host not in
+    ``discovered`` keeps what it has. The plan is not built again."""
+    ranks = []
+    for rank in plan["ranks"]:
+        if rank["host"] not in (discovered or {}):
+            ranks.append(rank)
+            continue
+        found = discovered_fabric(rank["fabric"], discovered[rank["host"]])
+        fresh = nccl_environment(plan["nodes"], rank["fabric"], **found)
+        env = dict(rank["environment"])
+        for key in DISCOVERED_ENV:
+            if key in rank["environment_pinned"]:
+                continue
+            if key in fresh:
+                env[key] = fresh[key]
+            else:
+                env.pop(key, None)
+        ranks.append(rank if env == rank["environment"] else _assembled(rank, env))
+    return {**plan, "ranks": ranks}
 
 
 def render_serve_command(
@@ -373,12 +438,12 @@ def _agreement_view(plan: RankPlan, command: Sequence[str], container: Mapping[s
     return view
 
 
-def _check_agreement(ranks: Sequence[RankPlan], out: Collector) -> None:
-    keys = sorted({k for r in ranks for k in r.agreement})
+def _check_agreement(ranks: Sequence[Mapping[str, Any]], out: Collector) -> None:
+    keys = sorted({k for r in ranks for k in r["agreement"]})
     for key in keys:
-        values = [r.agreement.get(key) for r in ranks]
+        values = [r["agreement"].get(key) for r in ranks]
         if len({json.dumps(v, sort_keys=True) for v in values}) > 1:
-            table = "; ".join(f"{r.host} (rank {r.rank}) = {_shown(r.agreement.get(key))}" for r in ranks)
+            table = "; ".join(f"{r['host']} (rank {r['rank']}) = {_shown(r['agreement'].get(key))}" for r in ranks)
             out.error(
                 f"rank agreement: {key}",
                 f"ranks disagree: {table}",

@@ -43,7 +43,7 @@ from simcluster import (
 PORTS = ("enp1s0f0np0", "enp1s0f1np1")
 
 
-def ansible(command: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def ansible(command: str, *args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     """``command`` (ansible, ansible-playbook) on the sim3 inventory, from the repository root."""
     return subprocess.run(
         [ansible_bin(command), *args, "-i", "inventories/sim3"],
@@ -52,11 +52,12 @@ def ansible(command: str, *args: str, timeout: float = 600) -> subprocess.Comple
         text=True,
         timeout=timeout,
         check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
-def playbook(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return ansible("ansible-playbook", *args, timeout=timeout)
+def playbook(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    return ansible("ansible-playbook", *args, timeout=timeout, env=env)
 
 
 def test_second_up_verifies_and_returns(sim3):
@@ -512,9 +513,13 @@ def test_reboot_changes_nothing_stop_then_boot_again(sim3, tmp_path):
         assert record["rank"] == str(node["rank"]) and record["was_running"] is True, record
         assert record["log_tail"], record
     assert '"phase": "idle"' in node_sh("sim3-head", "cat /run/dgxspark-memguard/state.json").stdout
-    booted = playbook("playbooks/boot.yml")
+    trace = tmp_path / "plan-builds.jsonl"  # every build_plan call appends a line (DGXSPARK_PLAN_TRACE)
+    booted = playbook("playbooks/boot.yml", env={"DGXSPARK_PLAN_TRACE": str(trace)})
     assert booted.returncode == 0, booted.stdout[-6000:] + booted.stderr
     assert "rank container vllm_dsv41: loading" in booted.stdout  # the wait's progress lines
+    builds = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert len(builds) == 1, builds  # one plan per boot: the preflight and the create bind names to it (issue 25)
+    assert builds[0]["hosts"] == ["sim3-head", "sim3-worker1", "sim3-worker2"], builds
     assert "1, 2, 3, 4, 5, 6, 7, 8, 9, 10" in booted.stdout
     head = started_at("sim3-head")
     for worker in ("sim3-worker1", "sim3-worker2"):
