@@ -1,6 +1,7 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""README's "Seed 000's figures, and the stand-in's" table against where each of its numbers comes from.
+"""docs/benchmark.md's "Seed 000's figures, and the stand-in's" table (the README's until issue 25) against where
+each of its numbers comes from.
 
 - the seed column: seed 000's "Measured operating figures", as ``_bench_seed.SEED_000`` holds them (the bench's
   own comparison reads them from there);
@@ -27,7 +28,7 @@ SIM3 = ROOT / "tests/sim/cluster/test_sim3.py"
 
 
 def _rows() -> list[list[str]]:
-    lines = (ROOT / "README.md").read_text().splitlines()
+    lines = (ROOT / "docs" / "benchmark.md").read_text().splitlines()
     start = lines.index(HEADER) + 2
     rows = []
     for line in lines[start:]:
@@ -78,7 +79,7 @@ def test_one_row_per_seed_figure_with_the_seeds_value() -> None:
 
 
 def _ratio(value: float) -> str:
-    """A bound as the README writes it: 0.95, 1.02, 1.0."""
+    """A bound as the table writes it: 0.95, 1.02, 1.0."""
     text = f"{value:.2f}".rstrip("0")
     return text + "0" if text.endswith(".") else text
 
