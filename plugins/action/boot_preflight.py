@@ -130,6 +130,8 @@ class ActionModule(ActionBase):
             # nodes where a boot that did not finish left its journal: undone first (playbooks/boot.yml)
             interrupted=verdict["interrupted"],
             to_replace=_boot_preflight.to_replace(plan, facts, verdict["as_planned"]),
+            # host to the helper services running there: what its start phase pauses (and the undo resumes)
+            to_pause=_boot_preflight.helpers_to_pause(plan, profile, facts),
             differences=differences,
             # the roles that would change something on some node (each then runs on every node)
             to_converge=[r for r in ("kernel", "fabric", "memory guard") if any(d[r] for d in differences.values())],

@@ -14,9 +14,10 @@ description:
   - The boot's preflight, after C(dgxspark.cluster.node_facts) gathered every node's facts in one round trip.
     Runs once, on the controller, and asks nothing more of a node.
   - Binds the plan's one late input first, what each node offers NCCL on its planned fabric ports (RDMA devices,
-    the ports, the RoCE v2 GID index), read from the facts by the fabric role's own rule; the plan is then built
-    again from the profile with those names, so the plan that is judged is the one that starts. This is the
-    profile's second and last read in a boot.
+    the ports, the RoCE v2 GID index), read from the facts by the fabric role's own rule. They are bound into the
+    plan that M(dgxspark.cluster.serving_profile) built as an overlay (the C(dgxspark.cluster.plan_bound)
+    filter's rule): only each changed rank's NCCL environment, spec hash, argv and container parameters are
+    redone, so the plan that is judged is the one that starts, and the profile is read and planned once per boot.
   - Then checks every node against that plan, a line per check and node (memory, Docker, a previous container,
     the image, the memory guard, the ports the plan needs, the kernel, ulimits, the fabric, the weights), and
     works out what the fabric role would change on each node from the same facts. In check mode it also says
@@ -176,6 +177,11 @@ interrupted:
 to_replace:
   description: Each host to whether the boot recreates the container of its rank's name that is there - one that does
     not serve as planned (with C(replace); without, the C(previous-container) check FAILs), or one of RV(restart).
+  returned: success
+  type: dict
+to_pause:
+  description: Each host to the profile's C(host.helper_services) that are active there now, which its start phase
+    pauses (and the undo resumes); empty lists where none runs.
   returned: success
   type: dict
 differences:

@@ -259,6 +259,19 @@ def release_record(
     }
 
 
+def helpers_to_pause(
+    plan: Mapping[str, Any], profile: Mapping[str, Any], facts: Mapping[str, Any]
+) -> dict[str, list[str]]:
+    """Host to the profile's helper services that run there now (its facts): what its start phase pauses."""
+    helpers = list((profile.get("host") or {}).get("helper_services") or [])
+    found: dict[str, list[str]] = {}
+    for rank in plan["ranks"]:
+        node = facts.get(rank["host"]) if isinstance(facts.get(rank["host"]), Mapping) else {}
+        units = ((node.get("services") or {}).get("units")) or {}
+        found[rank["host"]] = [h for h in helpers if (units.get(h) or {}).get("active_state") == "active"]
+    return found
+
+
 def would_do(
     plan: Mapping[str, Any],
     profile: Mapping[str, Any],
@@ -269,7 +282,7 @@ def would_do(
 ) -> list[str]:
     """What a boot would do on every node, a line or more per node: the roles' differences, the helpers it would
     pause, the guard's phase, and the rank it would start or leave alone."""
-    helpers = list((profile.get("host") or {}).get("helper_services") or [])
+    pausing = helpers_to_pause(plan, profile, facts)
     lines: list[str] = []
     for rank in plan["ranks"]:
         host = rank["host"]
@@ -279,8 +292,7 @@ def would_do(
                 lines.append(f"{host}: the {role} would change (check mode): " + "; ".join(changes))
             else:
                 lines.append(f"{host}: the {role} is as planned: left alone")
-        units = ((node.get("services") or {}).get("units")) or {}
-        running = [h for h in helpers if (units.get(h) or {}).get("active_state") == "active"]
+        running = pausing[host]
         guard = node.get("memguard") or {}
         lines.append(
             f"{host}: "
