@@ -123,8 +123,13 @@ def rank_argv(
     ]
     argv = list(build_plan(checked, name, hosts)["ranks"][rank]["argv"])
     if own is None:
-        at = argv.index(next(a for a in argv if a.startswith("VLLM_HOST_IP=")))
-        del argv[at - 1 : at + 1]
+        # the placeholder's --env VLLM_HOST_IP=..., read by the one reader of docker run options (argv: docker run ...)
+        env = next(
+            o
+            for o in docker.parse_docker_args(argv[2:], until_image=True)
+            if o.name == "--env" and (o.value or "").startswith("VLLM_HOST_IP=")
+        )
+        del argv[2 + env.index : 2 + env.end]
     return argv
 
 

@@ -179,6 +179,13 @@ def wrapped(api: Mapping[str, Any], entrypoint: str, command: list[str]) -> tupl
     return WRAPPER_SHELL, ["-c", KEY_WRAPPER, entrypoint, *command]
 
 
+def unwrapped(entrypoint: str, command: list[str]) -> tuple[str, list[str]]:
+    """The engine's own entrypoint and command, given a rank's (:func:`wrapped`'s undone: the head with a key)."""
+    if entrypoint == WRAPPER_SHELL and command[:2] == ["-c", KEY_WRAPPER] and len(command) > 2:
+        return command[2], command[3:]
+    return entrypoint, command
+
+
 def summary(api: Mapping[str, Any], where: Mapping[str, Any], port: int) -> dict[str, Any]:
     """The plan's ``api``: what the boot's clients and the report need (paths on the nodes, never a value)."""
     tls = api.get("tls") or {}

@@ -1058,25 +1058,66 @@ class DockerOption:
     known: bool
     text: str = ""
     """The option as written (both elements of ``--ipc host``)."""
+    end: int = 0
+    """Index of the element after the option's last one (``args[index:end]`` holds it)."""
 
 
-def parse_docker_args(args: Sequence[str]) -> list[DockerOption]:
-    """Split ``["--ulimit=memlock=-1:-1", "--ipc", "host", "-e", "A=1"]`` into options."""
+def parse_docker_args(args: Sequence[str], until_image: bool = False) -> list[DockerOption]:
+    """Split ``["--ulimit=memlock=-1:-1", "--ipc", "host", "-e", "A=1"]`` into options, as Docker's CLI (its flag
+    library, pflag) reads them: the one reader of ``docker run`` options.
+
+    ``--name value`` and ``--name=value``; a short option ``-e A=1``, ``-eA=1`` or ``-e=A=1``; short switches
+    together (``-it``); a switch takes a value only after '=' (``--init=false``), a value option the next element
+    whatever it looks like. No abbreviation and no '_' for '-': pflag has neither. An unknown option is kept as
+    written (a short one whole). With ``until_image``, reading stops at the first element that is not an option
+    (the image: ``docker run`` reads no option after it) or at ``--``.
+    """
     options: list[DockerOption] = []
     i = 0
     while i < len(args):
-        start, item = i, args[i]
+        start, item = i, str(args[i])
+        i += 1
+        if until_image and (not item.startswith("-") or item in ("-", "--")):
+            break
+        if item.startswith("-") and not item.startswith("--") and len(item) > 1:
+            shorts = _short_options(item, args, i)
+            if shorts is not None:
+                parsed, i = shorts
+                text = " ".join(str(a) for a in args[start:i])
+                options.extend(DockerOption(name, value, start, True, text, i) for name, value in parsed)
+                continue
         name, sep, inline = item.partition("=") if item.startswith("--") else (item, "", "")
-        name = SHORT_OPTIONS.get(name, name)
         row = DOCKER_RUN_OPTIONS.get(name)
         value: str | None = inline if sep else None
-        if row is not None and row.takes_value and not sep and i + 1 < len(args):
+        if row is not None and row.takes_value and not sep and i < len(args):
             # Like Docker's own parser: a value option takes the next element, whatever it looks like.
+            value = str(args[i])
             i += 1
-            value = args[i]
-        options.append(DockerOption(name, value, start, row is not None, " ".join(args[start : i + 1])))
-        i += 1
+        options.append(DockerOption(name, value, start, row is not None, " ".join(str(a) for a in args[start:i]), i))
     return options
+
+
+def _short_options(item: str, args: Sequence[str], i: int) -> tuple[list[tuple[str, str | None]], int] | None:
+    """pflag's reading of one ``-xyz`` element (and the next, for ``-e A=1``): the long options and values, and the
+    index after them; None when a letter is no option (the element is then kept whole as an unknown option)."""
+    parsed: list[tuple[str, str | None]] = []
+    rest = item[1:]
+    while rest:
+        letter, rest = rest[0], rest[1:]
+        name = SHORT_OPTIONS.get("-" + letter)
+        row = DOCKER_RUN_OPTIONS.get(name or "")
+        if name is None or row is None:
+            return None
+        value: str | None = None
+        if len(rest) > 1 and rest[0] == "=":
+            value, rest = rest[1:], ""  # -e=A=1, -d=false
+        elif row.takes_value and rest:
+            value, rest = rest, ""  # -eA=1, -m8g
+        elif row.takes_value and i < len(args):
+            value = str(args[i])  # -e A=1
+            i += 1
+        parsed.append((name, value))
+    return parsed, i
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -1268,4 +1309,6 @@ def container_ulimits(args: Sequence[str]) -> dict[str, Ulimit]:
 
 
 def option_values(args: Sequence[str], name: str) -> list[str]:
+    """Every value given to the long option ``name`` (its short form too), in order: the last one is Docker's for a
+    one-value option."""
     return [o.value for o in parse_docker_args(args) if o.name == name and o.value is not None]

@@ -33,6 +33,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import unwrapped
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import host_path
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
     GIB,
@@ -45,6 +46,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
     vllm_kv_refusal,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import effective_container
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import ServeArgv, serve_argv
 
 CHECK = "kv-fit"
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
@@ -72,30 +74,18 @@ def _line(host: str, status: str, message: str) -> dict[str, str]:
     return {"check": CHECK, "host": host, "status": status, "message": message}
 
 
-def flag_value(argv: Sequence[Any], flag: str) -> str | None:
-    """The value of ``flag`` in an argv (``--flag value`` or ``--flag=value``; the last one wins, as argparse)."""
-    found = None
-    words = [str(word) for word in argv]
-    for index, word in enumerate(words):
-        if word == flag and index + 1 < len(words):
-            found = words[index + 1]
-        elif word.startswith(flag + "="):
-            found = word[len(flag) + 1 :]
-    return found
-
-
-def _integer(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
+def engine_argv(rank: Mapping[str, Any], fork_flags: Sequence[str] = ()) -> ServeArgv:
+    """A rank's ``vllm serve`` arguments as the plan renders them, read by the one model of them (``_vllm``): its
+    command less the API key's wrapper (the entrypoint's other words and the model are its first positionals)."""
+    _entrypoint, command = unwrapped(str(rank.get("entrypoint") or ""), [str(w) for w in rank.get("command") or []])
+    return serve_argv(command, fork_flags)
 
 
 def planned_kv_cache(head: Mapping[str, Any], plan: Mapping[str, Any]) -> tuple[float | None, str]:
     """The KV cache per rank in bytes, and where it comes from: the head's ``--kv-cache-memory-bytes``, else the
     plan's memory budget; (None, why) when neither sizes it (vLLM sizes it from gpu_memory_utilization)."""
-    explicit = _integer(flag_value(head.get("command") or [], "--kv-cache-memory-bytes"))
-    if explicit is not None:
+    explicit = engine_argv(head).integer("--kv-cache-memory-bytes")
+    if explicit is not None and explicit >= 0:
         return float(explicit), f"--kv-cache-memory-bytes {explicit:,} (sizing.kv_cache_memory_bytes)"
     budget = plan.get("memory_budget") or {}
     gib = budget.get("kv_cache_gib")
@@ -218,11 +208,12 @@ def kv_fit(host: str, node: Mapping[str, Any], plan: Mapping[str, Any], profile:
         error = entry.get("error") if isinstance(entry, Mapping) else "not gathered"
         return _line(host, WARN, f"could not read {where}: {error}")
     config = entry["keys"]
-    command = head.get("command") or []
-    kv_dtype = flag_value(command, "--kv-cache-dtype") or "auto"
-    tensor_parallel = _integer(flag_value(command, "--tensor-parallel-size")) or int(plan.get("nodes") or 1)
-    max_len = _integer(flag_value(command, "--max-model-len")) or shape["sizing"]["max_model_len"]
-    block = _integer(flag_value(command, "--block-size"))
+    argv = engine_argv(head, effective_container(profile, shape_name).get("fork_flags") or ())
+    kv_dtype = argv.value("--kv-cache-dtype") or "auto"
+    tensor_parallel = argv.integer("--tensor-parallel-size") or int(plan.get("nodes") or 1)
+    max_len = argv.integer("--max-model-len")
+    max_len = max_len if max_len is not None and max_len > 0 else shape["sizing"]["max_model_len"]
+    block = argv.integer("--block-size")
     architectures = config.get("architectures")
     label = where + (f" ({architectures[0]})" if isinstance(architectures, list) and architectures else "")
     notes: list[str] = []

@@ -69,6 +69,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import fi
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import kv_fit
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import effective_container
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import serve_argv
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import CHECK as WEIGHTS_IDENTITY
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import identity
 
@@ -654,24 +655,24 @@ def _image_drift(rank: Mapping[str, Any], found: Mapping[str, Any], docker: Mapp
 
 
 def _argv_items(argv: Sequence[Any]) -> dict[str, str]:
-    """An engine's argv by flag (``--max-num-seqs`` → ``4``; a switch → ``(set)``) and by position (``word 2``)."""
-    items: dict[str, str] = {}
-    position = index = 0
+    """An engine's argv by flag (``--max-num-seqs`` → ``4``; a switch → ``(set)``) and by position (``word 2``).
+
+    The words before the first ``--`` option (the entrypoint, a wrapper, ``serve``, the model) are positions; the
+    rest is read by the one model of serve arguments (``_vllm.serve_argv``): a flag by the option string vLLM takes
+    it for (``--max_num_seqs=4`` is ``--max-num-seqs``), with the value vLLM keeps (the last one given)."""
     words = [str(word) for word in argv]
-    while index < len(words):
-        word = words[index]
-        if word.startswith("--") and len(word) > 2:
-            flag, equals, value = word.partition("=")
-            if not equals:
-                if index + 1 < len(words) and not words[index + 1].startswith("--"):
-                    value, index = words[index + 1], index + 1
-                else:
-                    value = SWITCH
-            items[flag] = f"{items[flag]}, {value}" if flag in items else value
-        else:
+    first = next((i for i, word in enumerate(words) if word.startswith("--") and len(word) > 2), len(words))
+    items = {f"word {n}": word for n, word in enumerate(words[:first], 1)}
+    position = first
+    for arg in serve_argv(words[first:]).args:
+        if not arg.flag:
             position += 1
-            items[f"word {position}"] = word
-        index += 1
+            items[f"word {position}"] = str(arg.value)
+            continue
+        flag = f"{arg.flag}.{arg.key}" if arg.key else arg.flag
+        value = SWITCH if arg.value is None else arg.value
+        appends = (arg.spec or {}).get("action") == "append"
+        items[flag] = f"{items[flag]}, {value}" if appends and flag in items else value
     return items
 
 

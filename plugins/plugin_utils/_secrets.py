@@ -60,7 +60,25 @@ SECRET_FLAGS = {
 }
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SEPARATORS = re.compile(r"(\s+|[,;\"'])")
-_FLAG_VALUE = re.compile(r"(" + "|".join(re.escape(f) for f in SECRET_FLAGS) + r")(=|\s+)(?!<redacted)([^\s\"']+)")
+# The shortest unique prefix of each in vLLM 0.33.0's option table (argparse completes any longer one): a test
+# checks these against the table, which this module does not load (redaction runs wherever a problem is made).
+SECRET_FLAG_PREFIXES = {"--api-key": "--api-k", "--hf-token": "--hf-t"}
+
+
+def _spellings(flag: str) -> str:
+    """A pattern for every spelling vLLM accepts of ``flag``: '_' for any '-' after the leading '--', and any prefix
+    from its shortest unique one on (``--api_k``, ``--api-key``)."""
+    shortest = SECRET_FLAG_PREFIXES[flag]
+
+    def chars(text: str) -> str:
+        return "".join("[-_]" if c == "-" else re.escape(c) for c in text)
+
+    rest = flag[len(shortest) :]
+    optional = "".join(f"(?:{chars(c)}" for c in rest) + ")?" * len(rest)
+    return "--" + chars(shortest[2:]) + optional
+
+
+_FLAG_VALUE = re.compile(r"(" + "|".join(_spellings(f) for f in SECRET_FLAGS) + r")(=|\s+)(?!<redacted)([^\s\"']+)")
 
 
 def redacted(value: str) -> str:
@@ -195,34 +213,27 @@ def check_environment(env: Mapping[str, Any], where: str, out: Collector, secret
 def check_docker_args(args: Sequence[str], paths: Sequence[str], out: Collector) -> set[int]:
     """Refuse a ``-e``/``--env`` option that carries a secret (its name or its value), or any option holding a
     Hugging Face token, without repeating it; returns the indexes of the elements refused (their other
-    problems, which would show the element as written, are left out)."""
+    problems, which would show the element as written, are left out). The options are read by ``_docker_args``'
+    one reader (``-e A=1``, ``-eA=1``, ``-e=A=1``, ``--env=A=1`` alike)."""
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import parse_docker_args
+
     refused: set[int] = set()
-    i = 0
-    while i < len(args):
-        item = str(args[i])
-        name, sep, inline = item.partition("=")
-        is_env = name in ("-e", "--env")
-        value = inline if sep and item.startswith("--") else None
-        taken = [i]
-        if is_env and value is None and i + 1 < len(args):
-            taken.append(i + 1)
-            value = str(args[i + 1])
-        elif name.startswith("-e") and not name.startswith("--") and len(item) > 2 and not sep:
-            value = item[2:]  # -eNAME=value
-            is_env = True
-        text = " ".join(str(args[k]) for k in taken)
-        var, _eq, val = (value or "").partition("=")
-        if (is_env and secret_env_name(var, val)) or inline_secret(text):
+    for option in parse_docker_args([str(a) for a in args]):
+        taken = range(option.index, max(option.end, option.index + 1))
+        if refused.intersection(taken):
+            continue  # another option of the same element (-it) was refused already
+        is_env = option.name == "--env"
+        var, _eq, val = (option.value or "").partition("=")
+        if (is_env and secret_env_name(var, val)) or inline_secret(option.text):
             out.error(
-                paths[i],
+                paths[option.index],
                 "a secret in a docker run option: it would be rendered into the plan's argv, the docker_container "
                 "parameters and docker inspect",
-                found=_redacted_option(text, is_env, var, val),
+                found=_redacted_option(option.text, is_env, var, val),
                 expected="no secret in docker_run_args",
                 hint=hint(),
             )
             refused.update(taken)
-        i += len(taken)
     return refused
 
 

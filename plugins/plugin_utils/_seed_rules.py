@@ -10,7 +10,7 @@ by the profile, with a reason, where a real one exists (the simulated cluster, a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
@@ -20,6 +20,9 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
     kv_bytes_per_token,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import ServeArgv
 
 # Container limits (seed 002 section 4.2; seed 000's docker_run_args).
 STACK_BYTES = 67108864  # --ulimit=stack=67108864: "Stack van 64 MB"
@@ -44,6 +47,8 @@ AUTOTUNE_PEAK_GIB = 10
 AUTOTUNE_COMPONENT = "autotune_peak"
 ENGRAM_DISK_ENV = "DSV41_ENGRAM_DISK"
 FLASHINFER_AUTOTUNE_ENV = "VLLM_FLASHINFER_AUTOTUNE"
+# Its serve flag (with --disable-flashinfer-autotune and --no-enable-flashinfer-autotune, the same switch).
+AUTOTUNE_FLAG = "--enable-flashinfer-autotune"
 ENGRAM_MEMORY_IMAGE = "engram-mem"  # seed 002 section 3.2: the image with the Engram patches reverted
 
 
@@ -270,7 +275,7 @@ def check_engram(shape: Mapping[str, Any], env: Mapping[str, str], image: str, w
 
 def check_autotune(
     shape: Mapping[str, Any],
-    serve_flags: Sequence[str],
+    serve_flags: Sequence[str] | ServeArgv,
     budget: Mapping[str, Any],
     where: str,
     out: Collector,
@@ -286,17 +291,18 @@ def check_autotune(
             found=value,
             expected=f'"{1 if autotuner else 0}", or leave it out: autotuner sets it',
         )
-    on_flags = {"--enable-flashinfer-autotune"}
-    off_flags = {"--disable-flashinfer-autotune", "--no-enable-flashinfer-autotune"}
-    for flag in serve_flags:
-        name = flag.split("=")[0]
-        if (autotuner is False and name in on_flags) or (autotuner is True and name in off_flags):
-            out.error(
-                f"{where}.autotuner",
-                f"serve argument {flag} contradicts autotuner: {str(autotuner).lower()} (seed 002 section 5)",
-                found=flag,
-                expected="one setting: the shape's autotuner",
-            )
+    # the serve arguments' own setting, as vLLM reads it: --enable-/--disable-/--no-enable-, any spelling, last wins
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import ServeArgv, serve_argv  # at first use
+
+    serve = serve_flags if isinstance(serve_flags, ServeArgv) else serve_argv(serve_flags)
+    last = serve.last(AUTOTUNE_FLAG)
+    if autotuner is not None and last is not None and serve.switch(AUTOTUNE_FLAG) != autotuner:
+        out.error(
+            f"{where}.autotuner",
+            f"serve argument {last.flag} contradicts autotuner: {str(autotuner).lower()} (seed 002 section 5)",
+            found=last.written,
+            expected="one setting: the shape's autotuner",
+        )
     components = budget.get("components_gib") or {}
     held, total = budget.get("held_gib"), budget.get("budget_gib")
     if components and total is not None and held is not None and AUTOTUNE_COMPONENT not in components:

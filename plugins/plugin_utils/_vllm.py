@@ -8,6 +8,7 @@ The option table is generated from the vLLM release's own argument parser
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +29,7 @@ RENDERED_FLAGS: dict[str, str] = {
     "--headless": "the inventory (workers run headless)",
     "--distributed-executor-backend": "nothing: multi-node ranks always use mp",
     "--served-model-name": "model",
+    "--model": "model, or container.model_path (vllm serve moves --model to its positional, which the plan renders)",
     "--port": "container.api_port",
     "--max-model-len": "shapes.<shape>.sizing.max_model_len",
     "--max-num-seqs": "shapes.<shape>.sizing.max_num_seqs",
@@ -74,16 +76,35 @@ RENDERED_DESTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ServeArg:
+    """One option (with its values) or one positional of a ``vllm serve`` argv, as vLLM's parser reads it."""
+
     flag: str
-    """The option as vLLM resolves it (underscores before the first '.' made dashes); '' for a value alone."""
+    """The option string vLLM takes it for: underscores before the first '.' made dashes, a unique prefix
+    completed (``--kv_cache_mem`` is ``--kv-cache-memory-bytes``), ``-O3`` made ``--optimization-level``; a fork's
+    flag, an unknown one or an ambiguous prefix as written (underscores made dashes); '' for a positional."""
     value: str | None
     index: int
     values: tuple[str, ...] = ()
     """All values, for options that take several (nargs '+' or '*')."""
     key: str = ""
     """For the dotted JSON form ``--speculative-config.method mtp``: the nested key ("method")."""
+    written: str = ""
+    """The option as written, before any '=' (``--kv_cache_mem``); '' for a positional."""
+    matches: tuple[str, ...] = ()
+    """For an ambiguous prefix: every option string it could be (vLLM exits 2)."""
     abbreviates: str = ""
-    """The full upstream flag, when ``flag`` is an unambiguous abbreviation vLLM would accept."""
+    """The full upstream flag, when the option was written as a unique prefix of it (``flag`` then)."""
+
+    @property
+    def spec(self) -> Mapping[str, Any] | None:
+        """The option's row of the table; None for a positional, a fork's flag, an unknown or ambiguous one."""
+        return SERVE_OPTIONS.get(self.flag)
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination it sets ('' without a row): ``-tp`` and ``--tensor-parallel-size`` share one."""
+        spec = self.spec
+        return str(spec["dest"]) if spec and "dest" in spec else ""
 
 
 def _spec(flag: str) -> Mapping[str, Any] | None:
@@ -98,77 +119,231 @@ def canonical(flag: str) -> str:
     return "--" + head.replace("_", "-") + dot + rest
 
 
+# argparse's test for a negative number, which is a value, not an option (vLLM has no option that looks like one).
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+# FlexibleArgumentParser's -O<level>, -O=<level> (and -O <0-3>): --optimization-level before argparse sees them.
+OPTIMIZATION_LEVEL = "--optimization-level"
+
+
 def _is_option(token: str) -> bool:
-    return token.startswith("-") and token not in ("-", "--") and not _is_number(token)
-
-
-def _is_number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
+    """Whether argparse reads ``token`` as an option (not a value): it starts with '-', is not '-' alone, not a
+    negative number, and has no space before any '='."""
+    if not token.startswith("-") or token == "-":
         return False
-    return True
+    return not _NEGATIVE_NUMBER.match(token) and " " not in token.partition("=")[0]
+
+
+def resolve(flag: str, fork_flags: Iterable[str] = ()) -> tuple[str, tuple[str, ...]]:
+    """The option string vLLM 0.33.0's parser takes ``flag`` (an option without its '=value') for and, when it
+    cannot tell, the option strings it could be.
+
+    In argparse's order: an option string of the table or a fork's flag is itself (underscores made dashes); else
+    a prefix of exactly one option string is that one (argparse's ``allow_abbrev``, which FlexibleArgumentParser
+    leaves on); for a single-dash ``-n3``, a one-letter option with its value attached. A prefix of several is
+    ambiguous, ``(flag, matches)``: vLLM exits 2 ("ambiguous option"). Anything else is unknown, ``(flag, ())``.
+    """
+    return _resolve(canonical(flag), frozenset(canonical(f) for f in fork_flags))
+
+
+def _resolve(flag: str, forks: frozenset[str] | set[str]) -> tuple[str, tuple[str, ...]]:
+    flag = canonical(flag)
+    if flag in SERVE_OPTIONS or flag in forks:
+        return flag, ()
+    matches = _abbreviation_of(flag)
+    if not flag.startswith("--") and flag[:2] in SERVE_OPTIONS:
+        matches = sorted({flag[:2], *matches})
+    return (matches[0], ()) if len(matches) == 1 else (flag, tuple(matches))
 
 
 def parse_serve_args(args: Sequence[str], extra_flags: Iterable[str] = ()) -> list[ServeArg]:
     """Split serve arguments into options and values the way vLLM's parser reads them.
 
-    ``--flag value`` and ``--flag=value`` are the same; switches take no value; ``nargs`` '+'/'*'
-    take values up to the next option; '?' takes the next token only when it is not an option;
-    ``--json-option.key value`` sets one key of a JSON option. Flags in ``extra_flags`` (a fork's)
-    take a value when one follows.
+    ``--flag value`` and ``--flag=value`` are the same; ``--flag_name`` is ``--flag-name``; a unique prefix is
+    the flag it begins (:func:`resolve`); switches take no value; a one-value option takes the next token unless
+    argparse reads it as an option (:func:`_is_option`: then it has none, and vLLM exits 2); ``nargs`` '+'/'*' take
+    values up to the next option; '?' takes the next token only when it is not an option; ``--json-option.key
+    value`` sets one key of a JSON option; ``-O3``/``-O=3``/``-O 3`` are ``--optimization-level 3``; after ``--``
+    every token is a positional. A flag the table does not have (a fork's, in ``extra_flags``, or an unknown or
+    ambiguous one) takes the next token as its value unless it is an option.
     """
-    extra = {canonical(f) for f in extra_flags}
+    extra = frozenset(canonical(f) for f in extra_flags)
     result: list[ServeArg] = []
     i = 0
+    positional_only = False
     while i < len(args):
-        start, item = i, args[i]
+        start, item = i, str(args[i])
         i += 1
-        if not _is_option(item):
+        if positional_only or not _is_option(item):
             result.append(ServeArg("", item, start))
             continue
+        if item == "--":
+            positional_only = True
+            continue
+        if item.startswith("-O") and item != "-O":
+            level = item[3:] if item[2] == "=" else item[2:]
+            result.append(ServeArg(OPTIMIZATION_LEVEL, level, start, (level,), written=item))
+            continue
+        if item == "-O" and i < len(args) and str(args[i]) in ("0", "1", "2", "3"):
+            result.append(ServeArg(OPTIMIZATION_LEVEL, str(args[i]), start, (str(args[i]),), written=item))
+            i += 1
+            continue
         written, sep, inline = item.partition("=")
-        flag = canonical(written)
-        base, dot, key = flag.partition(".")
-        spec = _spec(base)
-        abbreviates = ""
-        if spec is None and base not in extra and len(_abbreviation_of(base)) == 1:
-            abbreviates = _abbreviation_of(base)[0]
-            spec = _spec(abbreviates)
-        if dot and spec is not None and str(spec.get("type", "")).startswith("json"):
-            flag = base
-        elif dot:
-            key = ""  # not a JSON option: keep the whole token as the (unknown) flag
+        base, dot, key = canonical(written).partition(".")
+        if sep and not written.startswith("--") and base not in SERVE_OPTIONS:
+            flag, matches = base, ()  # argparse completes no -x=value: only an exact single-dash option takes '='
+        else:
+            flag, matches = _resolve(base, extra)
+        if not sep and not dot and not base.startswith("--") and flag != base and base.startswith(flag):
+            sep, inline = "=", base[len(flag) :]  # -n3: a one-letter option with its value attached
+        abbreviates = flag if flag != base and flag.startswith(base) else ""
+        spec = _spec(flag)
+        if dot and not (spec is not None and str(spec.get("type", "")).startswith("json")):
+            # not a JSON option: the whole token is the (unknown) flag
+            flag, key, matches, abbreviates, spec = canonical(written), "", (), "", None
         nargs = spec.get("nargs") if spec else None
         takes_value = (
             bool(spec and spec.get("takes_value"))
             or bool(key)
-            or (spec is None and flag in extra and i < len(args) and not _is_option(args[i]))
+            or (spec is None and i < len(args) and not _is_option(str(args[i])))
+        )
+        arg = functools.partial(
+            ServeArg, flag, index=start, key=key, written=written, matches=matches, abbreviates=abbreviates
         )
         if sep:
-            result.append(ServeArg(flag, inline, start, (inline,), key, abbreviates))
+            result.append(arg(inline, values=(inline,)))
             continue
         if not takes_value:
-            result.append(ServeArg(flag, None, start, (), key, abbreviates))
+            result.append(arg(None))
             continue
         if nargs in ("+", "*"):
             values = []
-            while i < len(args) and not _is_option(args[i]):
-                values.append(args[i])
+            while i < len(args) and not _is_option(str(args[i])):
+                values.append(str(args[i]))
                 i += 1
-            result.append(ServeArg(flag, " ".join(values) if values else None, start, tuple(values), key, abbreviates))
+            result.append(arg(" ".join(values) if values else None, values=tuple(values)))
             continue
-        if nargs == "?" and (i >= len(args) or _is_option(args[i])):
-            result.append(ServeArg(flag, None, start, (), key, abbreviates))
+        if i >= len(args) or _is_option(str(args[i])):
+            result.append(arg(None))  # '?' given bare; any other: vLLM exits 2 (expected one argument)
             continue
-        value = args[i] if i < len(args) else None
-        i += 1 if value is not None else 0
-        result.append(ServeArg(flag, value, start, () if value is None else (value,), key, abbreviates))
+        value = str(args[i])
+        i += 1
+        result.append(arg(value, values=(value,)))
     return result
 
 
 def _abbreviation_of(flag: str) -> list[str]:
-    return sorted(f for f in SERVE_OPTIONS if f.startswith("--") and f.startswith(flag) and f != flag)
+    """The option strings ``flag`` is a proper prefix of (argparse's candidates for an abbreviation)."""
+    if not flag.startswith("-") or flag.startswith("---"):
+        return []
+    long = flag.startswith("--")
+    return sorted(f for f in SERVE_OPTIONS if f.startswith(flag) and f != flag and f.startswith("--") == long)
+
+
+@dataclass(frozen=True)
+class ServeArgv:
+    """A ``vllm serve`` argv read once, the way vLLM's parser reads it: what every reader of serve arguments asks.
+
+    Build it with :func:`serve_argv`. A flag asked for may be written any way vLLM accepts it (``--kv_cache_dtype``,
+    a unique prefix, a short alias such as ``-tp``): it names the argparse destination it sets, and every option
+    string of that destination counts (``-tp 2`` sets ``--tensor-parallel-size``; ``--no-trust-remote-code``
+    and ``--disable-x`` set their switch's destination too). As with argparse, the last occurrence wins.
+    Dotted JSON keys (``--speculative-config.method mtp``) are occurrences, but give no value of the whole option.
+    """
+
+    args: tuple[ServeArg, ...]
+    fork_flags: frozenset[str] = frozenset()
+
+    @property
+    def positionals(self) -> tuple[str, ...]:
+        """The values without a flag, in order (the model, for a plan's command)."""
+        return tuple(str(a.value) for a in self.args if not a.flag)
+
+    def _slot(self, flag: str) -> str:
+        resolved, matches = _resolve(flag, self.fork_flags)
+        if matches:
+            raise ValueError(f"{flag} is ambiguous: it could be {', '.join(matches)}")
+        spec = _spec(resolved)
+        return str(spec["dest"]) if spec and "dest" in spec else resolved
+
+    def occurrences(self, flag: str) -> tuple[ServeArg, ...]:
+        """Every option that sets what ``flag`` sets, in the order written."""
+        slot = self._slot(flag)
+        return tuple(a for a in self.args if a.flag and (a.dest or a.flag) == slot)
+
+    def has(self, flag: str) -> bool:
+        """Whether the argv sets what ``flag`` sets, in any of its spellings."""
+        return bool(self.occurrences(flag))
+
+    def last(self, flag: str) -> ServeArg | None:
+        """The occurrence vLLM keeps (the last one; dotted JSON keys left out), or None."""
+        return next((a for a in reversed(self.occurrences(flag)) if not a.key), None)
+
+    def value(self, flag: str) -> str | None:
+        """The value vLLM keeps for ``flag`` as written (several values of nargs '+' joined by a space); None when
+        it is not set or set without a value."""
+        arg = self.last(flag)
+        return None if arg is None else arg.value
+
+    def values(self, flag: str) -> tuple[str, ...]:
+        """Every value vLLM keeps: the last occurrence's (nargs '+' takes several); every occurrence's for an
+        option that appends (``--middleware``)."""
+        spec = _spec(_resolve(flag, self.fork_flags)[0])
+        if spec and spec.get("action") == "append":
+            return tuple(v for a in self.occurrences(flag) if not a.key for v in a.values)
+        arg = self.last(flag)
+        return () if arg is None else arg.values
+
+    def switch(self, flag: str) -> bool | None:
+        """What a switch's destination holds after the argv: True for ``--x``/``--enable-x``, False for ``--no-x``
+        or ``--disable-x`` (whichever came last); None when none is given or ``flag`` takes a value. A fork's flag
+        given without a value is True."""
+        arg = self.last(flag)
+        if arg is None:
+            return None
+        spec = arg.spec
+        if spec is None:
+            return True if arg.flag in self.fork_flags and arg.value is None else None
+        return bool(spec.get("const")) if not spec.get("takes_value") else None
+
+    def integer(self, flag: str) -> int | None:
+        """The value as vLLM converts it to an integer (``int``; ``128k`` = 128000 and ``1K`` = 1024 where the option
+        takes a human-readable size; ``auto`` = -1 where it takes that); None when unset or not an integer."""
+        text = self.value(flag)
+        if text is None:
+            return None
+        kind = str((_spec(_resolve(flag, self.fork_flags)[0]) or {}).get("type"))
+        try:
+            return human_int(text, auto=kind == "human_int_or_auto") if kind.startswith("human_int") else int(text)
+        except ValueError:
+            return None
+
+
+def serve_argv(args: Sequence[Any], fork_flags: Iterable[str] = ()) -> ServeArgv:
+    """Read ``vllm serve`` arguments (what follows ``serve``; positionals such as the model included) into the
+    one model every reader asks (:class:`ServeArgv`). ``fork_flags`` are the image's fork's own flags."""
+    forks = frozenset(canonical(f) for f in fork_flags)
+    return ServeArgv(tuple(parse_serve_args([str(a) for a in args], forks)), forks)
+
+
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+def human_int(text: str, auto: bool = False) -> int:
+    """vLLM's ``human_readable_int`` (``auto``: ``human_readable_int_or_auto``): ``25.6k`` = 25600, ``1K`` = 1024
+    (no decimals with a binary suffix), else a plain ``int``; ``auto`` or ``-1`` = -1 where allowed. Raises
+    ``ValueError`` as argparse would refuse it."""
+    value = text.strip()
+    if auto and (value == "-1" or value.lower() == "auto"):
+        return -1
+    match = _HUMAN_INT.fullmatch(value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in "kmgt":
+            return int(float(number) * 10 ** (3 * ("kmgt".index(suffix) + 1)))
+        if "." in number:
+            raise ValueError(f"decimals are not allowed with a binary suffix ({suffix}): {number}{suffix.lower()}?")
+        return int(number) * 2 ** (10 * ("KMGT".index(suffix) + 1))
+    return int(value)
 
 
 def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str, out: Collector) -> None:
@@ -179,14 +354,23 @@ def check_serve_args(args: Sequence[str], fork_flags: Sequence[str], where: str,
         if not arg.flag:
             out.error(place, "a value without a flag", found=arg.value, expected="--flag, --flag=value or --flag value")
             continue
+        if arg.matches:
+            out.error(
+                place,
+                f"an ambiguous abbreviation: vLLM {VLLM_VERSION} would exit 2 (ambiguous option: {arg.written} could "
+                f"match {', '.join(arg.matches)})",
+                found=arg.written,
+                hint="write the full flag",
+            )
+            continue
         if arg.abbreviates:
             out.error(
                 place,
                 "an abbreviation: vLLM would accept it, but one more upstream flag could change its meaning",
-                found=arg.flag,
+                found=arg.written,
                 hint=f"write the full flag {arg.abbreviates}",
             )
-        flag = arg.abbreviates or arg.flag
+        flag = arg.flag
         values = list(arg.values) or ([arg.value] if arg.value is not None else [])
         secret = _secrets.serve_arg_secret(flag, values)
         if secret or any(_secrets.HF_TOKEN_VALUE.search(v) for v in values):
@@ -276,9 +460,6 @@ def _check_value(arg: ServeArg, spec: Mapping[str, Any], args: Sequence[str], pl
             out.error(place, f"{arg.flag} takes {problem}; vLLM would exit 2", found=value)
 
 
-_HUMAN = re.compile(r"[0-9]+(\.[0-9]+)?[kKmMgGtT]?")
-
-
 def _type_problem(kind: str, value: str) -> str:
     """What ``value`` should be for a converter of this ``kind``, or '' when it converts."""
     try:
@@ -290,10 +471,15 @@ def _type_problem(kind: str, value: str) -> str:
             if not value.lstrip().startswith("{") or not isinstance(json.loads(value), dict):
                 return "a JSON object"
         elif kind in ("human_int", "human_int_or_auto"):
-            if not (_HUMAN.fullmatch(value) or value == "-1" or (kind == "human_int_or_auto" and value == "auto")):
-                return "a size such as 8192, 128k or 128K" + (" (or auto)" if kind.endswith("auto") else "")
+            human_int(value, auto=kind.endswith("auto"))
     except ValueError:
-        return {"int": "an integer", "float": "a number", "json": "a JSON object"}.get(kind, "a valid value")
+        return {
+            "int": "an integer",
+            "float": "a number",
+            "json": "a JSON object",
+            "human_int": "a size such as 8192, 128k or 128K",
+            "human_int_or_auto": "a size such as 8192, 128k or 128K (or auto)",
+        }.get(kind, "a valid value")
     return ""
 
 

@@ -15,6 +15,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args impo
     Ulimit,
     container_ulimits,
     host_path,
+    option_values,
     parse_docker_args,
     parse_size,
     parse_ulimit,
@@ -32,6 +33,41 @@ def test_parse_forms() -> None:
         ("--rm", None, 5, True),
         ("--bogus", "1", 6, False),
     ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-e", "A=1"], ["-eA=1"], ["-e=A=1"], ["--env", "A=1"], ["--env=A=1"], ["-e", "B=2", "--env=A=1"]],
+)
+def test_every_spelling_of_an_option_reads_the_same(args: list[str]) -> None:
+    # Docker's CLI (pflag): -e VALUE, -eVALUE, -e=VALUE, --env VALUE, --env=VALUE; option_values keeps the order
+    options = parse_docker_args(args)
+    assert options[-1].name == "--env" and options[-1].value == "A=1" and options[-1].known
+    assert options[-1].end == len(args) and args[options[-1].index : options[-1].end] == options[-1].text.split(" ")
+    assert option_values(args, "--env")[-1] == "A=1"
+    # the renderer reads it as --env too (and refuses it: the environment is the shape's)
+    problems = render_docker_args(args).problems
+    assert [p.message for p in problems] == ["--env is not allowed here"] * len(options)
+
+
+def test_short_switches_together_and_values_attached() -> None:
+    options = parse_docker_args(["-it", "-m8g", "-d=false", "--init=false", "-Z", "x"])
+    assert [(o.name, o.value, o.index, o.end) for o in options] == [
+        ("--interactive", None, 0, 1),
+        ("--tty", None, 0, 1),
+        ("--memory", "8g", 1, 2),
+        ("--detach", "false", 2, 3),
+        ("--init", "false", 3, 4),
+        ("-Z", None, 4, 5),  # no such short option: kept whole, unknown
+        ("x", None, 5, 6),
+    ]
+    assert [o.known for o in options] == [True, True, True, True, True, False, False]
+
+
+def test_reading_stops_at_the_image() -> None:
+    argv = ["--name", "r", "--env", "A=1", "image:tag", "serve", "--env", "B=2"]
+    assert [(o.name, o.value) for o in parse_docker_args(argv, until_image=True)] == [("--name", "r"), ("--env", "A=1")]
+    assert [o.value for o in parse_docker_args(["--", "--env", "A=1"], until_image=True)] == []
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import (
     PASS,
     SKIP,
     WARN,
-    flag_value,
+    engine_argv,
     kv_fit,
     planned_kv_cache,
 )
@@ -74,9 +74,11 @@ def spark3(edits: dict[str, Any] | None = None, shape: str = "tp3-triangle") -> 
 
 
 def test_flag_values_are_read_as_vllm_reads_them() -> None:
-    argv = ["serve", "/m", "--max-model-len", "4096", "--kv-cache-dtype=fp8", "--max-model-len=8192"]
-    assert (flag_value(argv, "--max-model-len"), flag_value(argv, "--kv-cache-dtype")) == ("8192", "fp8")
-    assert flag_value(argv, "--block-size") is None
+    head = {"entrypoint": "vllm", "command": ["serve", "/m", "--max-model-len", "4096", "--kv_cache_dtype=fp8"]}
+    head["command"] += ["--max-model-len=8192"]
+    argv = engine_argv(head)
+    assert (argv.integer("--max-model-len"), argv.value("--kv-cache-dtype")) == (8192, "fp8")
+    assert argv.value("--block-size") is None and argv.positionals == ("serve", "/m")
 
 
 def test_without_a_weights_path_the_check_is_skipped() -> None:

@@ -151,6 +151,7 @@ def test_a_secret_in_the_environment_is_refused_without_its_value(key: str, valu
         ["--env", f"HUGGING_FACE_HUB_TOKEN={TOKEN}"],
         ["-e", f"SOME_VAR={TOKEN}"],
         [f"-eHF_TOKEN={TOKEN}"],
+        [f"-e=HF_TOKEN={TOKEN}", "--ipc=host"],  # pflag's -e=VALUE: the next element is not its value
         [f"--label=leak={TOKEN}"],
     ],
 )
