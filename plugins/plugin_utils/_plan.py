@@ -53,7 +53,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import vali
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
     SIZING_FLAGS,
     has_flag,
-    parse_serve_args,
+    serve_argv,
 )
 
 # Settings each rank may have of its own; everything else that was rendered must agree.
@@ -425,13 +425,21 @@ def _agreement_view(plan: RankPlan, command: Sequence[str], container: Mapping[s
     """Read back, from what was rendered, every setting the ranks must share."""
     view: dict[str, Any] = {"image": plan.image, "model": command[len(container["entrypoint"]) - 1]}
     view["model_revision"] = plan.labels.get(f"{LABEL_PREFIX}.model_revision")
-    positional = 0
-    for arg in parse_serve_args(command[len(container["entrypoint"]) :], container["fork_flags"]):
-        if not arg.flag:
-            positional += 1
-            view[f"argument {positional}"] = arg.value
-        elif arg.flag not in PER_RANK_FLAGS:
-            view[arg.flag] = arg.value if arg.value is not None else True
+    argv = serve_argv(command[len(container["entrypoint"]) :], container["fork_flags"])
+    for number, value in enumerate(argv.positionals, 1):
+        view[f"argument {number}"] = value
+    for arg in argv.args:
+        # one key per setting, however it is written (-tp or --tensor-parallel-size, --x then --no-x): its argparse
+        # destination as a flag; the value vLLM keeps (the last occurrence's, a switch's True or False)
+        name = f"--{arg.dest.replace('_', '-')}" if arg.dest else arg.flag
+        if not arg.flag or name in PER_RANK_FLAGS:
+            continue
+        if arg.key:  # the dotted JSON form (--speculative-config.method mtp): one key of the option
+            view[f"{name}.{arg.key}"] = arg.value
+            continue
+        switch = argv.switch(arg.flag)
+        kept = argv.last(arg.flag)
+        view[name] = switch if switch is not None else (kept.value if kept and kept.value is not None else True)
     for key, value in plan.environment.items():
         if key.startswith(AGREEING_ENV_PREFIXES) and key not in PER_RANK_ENV:
             view[f"env {key}"] = value

@@ -48,7 +48,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules impor
     model_kv_cost,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args, parse_serve_args
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args, serve_argv
 
 GB10_MEMORY_GIB = 128  # unified LPDDR5X per DGX Spark (REFERENCE.md; seed 002 section 2)
 NOFILE_AT_8 = 1048576  # seed 002 section 4.2 and lesson 3: NCCL 2.30 at 8 ranks
@@ -241,14 +241,14 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
     check_serve_args(container["serve_args"], container["fork_flags"], _serve_args_path(data, name), out)
     check_engram(shape, env, container["image"], where, out)
     _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
-    serve = parse_serve_args(container["serve_args"], container["fork_flags"])
-    kv_dtype = next((a.value for a in reversed(serve) if a.flag == "--kv-cache-dtype" and a.value), "auto")
+    serve = serve_argv(container["serve_args"], container["fork_flags"])  # the one reader of serve arguments
+    kv_dtype = serve.value("--kv-cache-dtype") or "auto"
     cost = model_kv_cost(data, nodes, kv_dtype, where, out)
     budget = memory_budget(sizing, memory, cost)
     check_memory(budget, limit, where, out)
     if budget["kv_cache_bytes_per_token"] is None:
         check_kv_plausible(budget, sizing, where, out)
-    check_autotune(shape, [a.flag for a in serve if a.flag], budget, where, out)
+    check_autotune(shape, serve, budget, where, out)
     kv_bytes = sizing.get("kv_cache_memory_bytes")
     ceiling = limit if limit is not None else GB10_MEMORY_GIB
     if kv_bytes is not None and kv_bytes / GIB >= ceiling:

@@ -354,3 +354,33 @@ def test_hostspec_keeps_its_argument_order() -> None:
     assert (host.name, host.rank, host.head, host.fabric_address) == ("a", 0, True, "198.51.100.1")
     assert (host.overrides, host.discovered, host.cabling) == ({"sizing": {"max_num_seqs": 4}}, {"gid_index": 3}, None)
     assert isinstance(host, Host)
+
+
+def test_agreement_reads_each_setting_once_however_it_is_written() -> None:
+    """Rank agreement keys a setting by what it sets (its argparse destination), with the value vLLM keeps: the
+    same value in two spellings agrees, --x then --no-x is off, and a real difference is named once."""
+    profile = load_profile(str(SPARK3))
+
+    def on(host: str, args: list[str]) -> dict[str, Any]:
+        return {host: {"overrides": {"container": {"serve_args": args}}}}
+
+    same = cluster(
+        3,
+        **on("spark-head", ["--enable-prefix-caching"]),
+        **on("spark-w1", ["--enable_prefix_caching"]),
+        **on("spark-w2", ["--no-enable-prefix-caching", "--enable-prefix-caching"]),
+    )
+    plan = build_plan(profile, "tp3-triangle", same)
+    assert {r["agreement"]["--enable-prefix-caching"] for r in plan["ranks"]} == {True}
+    differ = cluster(
+        3,
+        **on("spark-head", ["--enable-prefix-caching"]),
+        **on("spark-w1", ["--enable-prefix-caching"]),
+        **on("spark-w2", ["--enable-prefix-caching", "--disable-prefix-caching"]),
+    )
+    rendered = problems(profile, "tp3-triangle", differ)
+    assert rendered == [
+        "inventory: rank agreement: --enable-prefix-caching: ranks disagree: spark-head (rank 0) = True; "
+        "spark-w1 (rank 1) = True; spark-w2 (rank 2) = False. ranks that disagree hang NCCL silently until a "
+        "watchdog fires (vLLM PR #44718); set it once in the profile, not in per-host dgxspark_overrides"
+    ], rendered
