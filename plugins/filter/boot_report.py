@@ -14,6 +14,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 # imported when first called (plugin_utils/_lazy.py says why)
 _boot_report = lazy("plugin_utils._boot_report", "boot_report")
 _boot_undo_report = lazy("plugin_utils._boot_report", "boot_undo_report")
+_boot_outcome = lazy("plugin_utils._boot_report", "boot_outcome")
 
 
 def boot_report(hosts: Any, plan: Any, prompt: str = "", startup_wait: Any = None, ended: Any = None) -> list[str]:
@@ -30,6 +31,14 @@ def boot_undo_report(hosts: Any, failed: Any, lost: Any = ()) -> list[str]:
         raise AnsibleFilterError(f"dgxspark.cluster.boot_undo_report: {error}") from None
 
 
+def boot_outcome(hostvars: Any, hosts: Any, play_hosts: Any = None) -> dict[str, list[str]]:
+    try:
+        present = None if play_hosts is None else [str(h) for h in play_hosts]
+        return _boot_outcome(hostvars, [str(h) for h in hosts], present)
+    except (ValueError, KeyError, TypeError) as error:
+        raise AnsibleFilterError(f"dgxspark.cluster.boot_outcome: {error}") from None
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"boot_report": boot_report, "boot_undo_report": boot_undo_report}
+        return {"boot_report": boot_report, "boot_undo_report": boot_undo_report, "boot_outcome": boot_outcome}

@@ -164,6 +164,25 @@ def boot_report(
     return lines + [line for line in (startup_figures(head), phase_times(by_rank, ended)) if line]
 
 
+def boot_outcome(
+    hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str], play_hosts: Sequence[str] | None = None
+) -> dict[str, list[str]]:
+    """Which of the boot's ``hosts`` failed and which stopped answering, computed once for every phase: ``lost``,
+    a host gone from the play (Ansible dropped it as unreachable) or one a phase found unreachable and kept
+    (``boot_unreachable``, where the task ignored it so that the others' undo still runs); ``failed``, a host with
+    a ``boot_failure`` that is not lost. Without ``play_hosts`` (a play over some of the hosts: the workers', the
+    head's), only what the phases recorded counts."""
+    present = set(hosts if play_hosts is None else play_hosts)
+    lost, failed = [], []
+    for host in hosts:
+        variables = hostvars[host] if host in hostvars else {}
+        if host not in present or bool(variables.get("boot_unreachable")):
+            lost.append(host)
+        elif variables.get("boot_failure") is not None:
+            failed.append(host)
+    return {"failed": failed, "lost": lost, "any": failed + lost}
+
+
 def boot_undo_report(hosts: Sequence[Mapping[str, Any]], failed: Sequence[str], lost: Sequence[str]) -> list[str]:
     """Why the boot failed, and what its undo did on every node that still answered."""
     problems: list[str] = []
@@ -182,7 +201,7 @@ def boot_undo_report(hosts: Sequence[Mapping[str, Any]], failed: Sequence[str], 
     for name in lost:
         problems.append(
             f"{name}: stopped answering during the boot, so nothing could be undone there: its rank may still run; "
-            "run playbooks/stop.yml once it answers again"
+            "once it answers again, the next boot finds its journal and undoes it first (or run playbooks/stop.yml)"
         )
     causes = {str(h.get("inventory_hostname")): h.get("boot_failure") for h in hosts}
     head = (

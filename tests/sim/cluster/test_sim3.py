@@ -1252,6 +1252,70 @@ def test_boot_node_lost_during_the_boot(sim3, tmp_path):
     assert rank_containers("sim3-worker1") == {}
 
 
+def test_boot_head_lost_during_its_start(sim3):
+    """The head stops answering SSH during its start phase, its journal written and its helper being paused (the
+    head's helper made 8 s slow to stop, so that the cut lands there). The head's play has that one host; it stays
+    in the play, counted as lost, so the workers' undo still runs: their ranks stopped and removed, helpers
+    resumed, guards idle, and the report names the head. Once the head answers again, the next boot finds the
+    head's journal, undoes it first and serves (issue 25)."""
+    hosts = [node["host"] for node in sim3["nodes"]]
+    workers = [h for h in hosts if h != "sim3-head"]
+    helper_before = {host: helper_started_at(host) for host in hosts}
+    dropin = f"/etc/systemd/system/{HELPER}.d/slow-stop.conf"
+    node_sh(
+        "sim3-head",
+        f"mkdir -p $(dirname {dropin}) && printf '[Service]\\nExecStop=/bin/sleep 8\\n' > {dropin}"
+        " && systemctl daemon-reload",
+    )
+    rule = "INPUT -p tcp --dport 22 -j DROP"
+    control = tempfile.mkdtemp(prefix="cp-")
+    env = {
+        **os.environ,
+        "ANSIBLE_TIMEOUT": "5",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
+        "ANSIBLE_SSH_ARGS": (
+            "-o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=2 -o ServerAliveCountMax=2"
+        ),
+    }
+    boot = subprocess.Popen(
+        [ansible_bin("ansible-playbook"), "playbooks/boot.yml", "-i", "inventories/sim3"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while node_sh("sim3-head", f"test -e {JOURNAL} && echo yes", check=False).stdout.strip() != "yes":
+            assert time.monotonic() < deadline and boot.poll() is None, "the head's start phase never began"
+            time.sleep(0.2)
+        node_sh("sim3-head", f"iptables -I {rule}")
+        out, _err = boot.communicate(timeout=400)
+    finally:
+        if boot.poll() is None:
+            boot.kill()
+        node_sh("sim3-head", f"iptables -D {rule}", check=False)
+        node_sh("sim3-head", f"rm -f {dropin} && systemctl daemon-reload", check=False)
+        shutil.rmtree(control, ignore_errors=True)
+    print(out)
+    assert boot.returncode != 0, out[-4000:]
+    flat = " ".join(out.split())
+    assert "the boot failed, and its undo did not finish everywhere" in flat, out[-4000:]
+    assert "sim3-head: did not answer" in flat and "sim3-head: stopped answering during the boot" in flat, out[-4000:]
+    assert "TASK [dgxspark.cluster.boot : Stop and remove every rank container" in flat  # the undo ran
+    assert_undone(workers, helper_before)
+    # the head answers again: the next boot finds its journal, undoes it before anything else, then serves
+    booted = playbook("playbooks/boot.yml")
+    assert booted.returncode == 0, booted.stdout[-8000:] + booted.stderr
+    flat = " ".join(booted.stdout.split())
+    assert "WARN interrupted-boot sim3-head a boot interrupted after" in flat, flat[-6000:]
+    for host in hosts:
+        assert rank_containers(host) == {"vllm_dsv41": "running"}, host
+        assert node_sh(host, f"test -e {JOURNAL} && echo left", check=False).stdout.strip() == "", host
+    assert playbook("playbooks/stop.yml").returncode == 0
+
+
 def test_boot_fault_node_does_not_answer_ssh(sim3):
     """A worker whose SSH port answers nothing (its packets dropped): the boot stops at the preflight's first
     contact with the nodes, names the host, and nothing is started or changed on any node. Fresh SSH masters

@@ -165,3 +165,34 @@ def test_a_node_lost_during_the_steady_phase_is_named_never_steady() -> None:
     lines = boot_report([head, lost], PLAN, "Count:")
     assert lines[1] == "ranks: 0 head running; 1 w1 not answering"
     assert lines[2] == "memory guard: steady on head; not answering on w1"
+
+
+def test_the_outcome_names_failed_and_lost_hosts_once() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.filter.boot_report import boot_outcome
+
+    hostvars = {
+        "head": {"boot_failure": "stopped answering during its start: timeout", "boot_unreachable": True},
+        "w1": {"boot_failure": "the rank exited"},
+        "w2": {},
+        "w3": {},
+    }
+    hosts = ["head", "w1", "w2", "w3"]
+    # a play over every host: w3 was dropped by Ansible (unreachable), the head kept and marked
+    assert boot_outcome(hostvars, hosts, ["head", "w1", "w2"]) == {
+        "failed": ["w1"],
+        "lost": ["head", "w3"],
+        "any": ["w1", "head", "w3"],
+    }
+    # a play over some of them (the head's start): only what the phases recorded counts
+    assert boot_outcome(hostvars, hosts) == {"failed": ["w1"], "lost": ["head"], "any": ["w1", "head"]}
+    assert boot_outcome({}, ["a"], ["a"]) == {"failed": [], "lost": [], "any": []}
+
+
+def test_a_lost_head_is_named_and_its_next_boot_said() -> None:
+    lines = boot_undo_report([{"inventory_hostname": "w1"}, {"inventory_hostname": "head"}], [], ["head"])
+    assert lines[0] == "the boot failed, and its undo did not finish everywhere:"
+    assert "head: did not answer" in lines
+    assert any(
+        line.startswith("head: stopped answering during the boot") and "the next boot finds its journal" in line
+        for line in lines
+    ), lines
