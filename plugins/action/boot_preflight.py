@@ -15,8 +15,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_preflight, _memguard
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    HEAD_GROUP,
-    WORKERS_GROUP,
+    GROUPS_ARGUMENT_SPEC,
     connects_to,
     hosts_from_inventory,
 )
@@ -45,8 +44,7 @@ ARGUMENT_SPEC = {
             "key_file": {"type": "path", "required": True},
         },
     },
-    "head_group": {"type": "str", "default": HEAD_GROUP},
-    "workers_group": {"type": "str", "default": WORKERS_GROUP},
+    "cluster_groups": GROUPS_ARGUMENT_SPEC,
 }
 
 
@@ -60,6 +58,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        named = args["cluster_groups"]  # the cluster's groups: head, workers
         result["changed"] = False
         planned, facts = args["planned"], args["facts"]
         unknown = sorted(set(args["skip"]) - set(CHECKS))
@@ -77,7 +76,7 @@ class ActionModule(ActionBase):
         try:  # the plan again, with what the nodes offer NCCL bound in (from the text read once, by the plan)
             profile = parse_profile(str(planned["text"]), src)
             hosts, both = hosts_from_inventory(
-                task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+                task_vars.get("hostvars", {}), task_vars.get("groups", {}), named["head"], named["workers"]
             )
             wanted = {rank["host"] for rank in planned["plan"]["ranks"]}
             hosts = [
@@ -85,7 +84,7 @@ class ActionModule(ActionBase):
                 for h in hosts
                 if h.name in wanted
             ]
-            groups = (args["head_group"], args["workers_group"])
+            groups = (named["head"], named["workers"])
             plan = build_plan(profile, planned["shape"], hosts, groups, both)
         except ProfileError as exc:
             result.update(
