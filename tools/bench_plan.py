@@ -33,6 +33,7 @@ from ansible.playbook.task import Task  # noqa: E402
 from ansible.template import Templar  # noqa: E402
 
 from ansible_collections.dgxspark.cluster.plugins.action.serving_profile import ActionModule  # noqa: E402
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import HEAD_GROUP, WORKERS_GROUP  # noqa: E402
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan  # noqa: E402
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile  # noqa: E402
 
@@ -65,7 +66,7 @@ def hosts(ranks: int) -> list[HostSpec]:
 
 def action_run(path: str, shape: str | None, spec: list[HostSpec]) -> Callable[[], Any]:
     hostvars = {h.name: {"dgxspark_rank": h.rank, "dgxspark_fabric_address": h.fabric_address} for h in spec}
-    groups = {"dgxspark_head": [spec[0].name], "dgxspark_workers": [h.name for h in spec[1:]]}
+    groups = {HEAD_GROUP: [spec[0].name], WORKERS_GROUP: [h.name for h in spec[1:]]}
     task_vars = {"hostvars": hostvars, "groups": groups, "ansible_play_hosts_all": list(hostvars)}
 
     def run() -> Any:

@@ -14,8 +14,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_preflight, _memguard
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    HEAD_GROUP,
-    WORKERS_GROUP,
+    GROUPS_ARGUMENT_SPEC,
     connects_to,
     hosts_from_inventory,
 )
@@ -42,8 +41,7 @@ ARGUMENT_SPEC = {
             "key_file": {"type": "path", "required": True},
         },
     },
-    "head_group": {"type": "str", "default": HEAD_GROUP},
-    "workers_group": {"type": "str", "default": WORKERS_GROUP},
+    "cluster_groups": GROUPS_ARGUMENT_SPEC,
 }
 
 
@@ -57,6 +55,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        named = args["cluster_groups"]  # the cluster's groups: head, workers
         result["changed"] = False
         planned, facts = args["planned"], args["facts"]
         unknown = sorted(set(args["skip"]) - set(CHECKS))
@@ -75,7 +74,7 @@ class ActionModule(ActionBase):
         plan = bind(planned["plan"], {host: names for host, names in found.items() if names is not None})
         profile, profile_sha256 = planned["profile"], str(planned["profile_sha256"])
         hosts, _both = hosts_from_inventory(
-            task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+            task_vars.get("hostvars", {}), task_vars.get("groups", {}), named["head"], named["workers"]
         )
         wanted = {rank["host"] for rank in plan["ranks"]}
         hosts = [h for h in hosts if h.name in wanted]

@@ -14,8 +14,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     plan_shares,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    HEAD_GROUP,
-    WORKERS_GROUP,
+    GROUPS_ARGUMENT_SPEC,
     hosts_from_inventory,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
@@ -29,8 +28,7 @@ ARGUMENT_SPEC = {
     "mtu": {"type": "int"},
     "prefix": {"type": "int", "default": DEFAULT_PREFIX},
     "link_speed_mbps": {"type": "int"},
-    "head_group": {"type": "str", "default": HEAD_GROUP},
-    "workers_group": {"type": "str", "default": WORKERS_GROUP},
+    "cluster_groups": GROUPS_ARGUMENT_SPEC,
 }
 
 
@@ -44,14 +42,15 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        named = args["cluster_groups"]  # the cluster's groups: head, workers
         result["changed"] = False
         host = args["host"] or task_vars.get("inventory_hostname")
         hosts, _both = hosts_from_inventory(
-            task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+            task_vars.get("hostvars", {}), task_vars.get("groups", {}), named["head"], named["workers"]
         )
         names = [h.name for h in hosts]
         if host not in names:
-            result.update(failed=True, msg=f"{host} is in neither {args['head_group']} nor {args['workers_group']}")
+            result.update(failed=True, msg=f"{host} is in neither {named['head']} nor {named['workers']}")
             return result
         src = args["src"] if os.path.isabs(args["src"]) else os.path.abspath(args["src"])
         try:

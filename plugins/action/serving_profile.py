@@ -17,8 +17,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import 
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import plan_shares
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    HEAD_GROUP,
-    WORKERS_GROUP,
+    GROUPS_ARGUMENT_SPEC,
     hosts_from_inventory,
     other_clusters_hosts,
 )
@@ -32,8 +31,7 @@ ARGUMENT_SPEC = {
     "content": {"type": "str"},
     "shape": {"type": "str"},
     "hosts": {"type": "list", "elements": "str"},
-    "head_group": {"type": "str", "default": HEAD_GROUP},
-    "workers_group": {"type": "str", "default": WORKERS_GROUP},
+    "cluster_groups": GROUPS_ARGUMENT_SPEC,
     "discovered": {"type": "dict"},
     # the fabric role's settings (its vars/main.yml fabric_fact_settings): given, the plan also names what node_facts
     # reads of each host for the role's converge-from-facts
@@ -59,6 +57,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        named = args["cluster_groups"]  # the cluster's groups: head, workers
         started, started_at = time.perf_counter(), time.time()
         result["changed"] = False
         if (args["src"] is None) == (args["content"] is None):
@@ -71,7 +70,7 @@ class ActionModule(ActionBase):
             profile = parse_profile(text, src)
             shape = select_shape(profile, args["shape"])
             hosts, both = hosts_from_inventory(
-                task_vars.get("hostvars", {}), task_vars.get("groups", {}), args["head_group"], args["workers_group"]
+                task_vars.get("hostvars", {}), task_vars.get("groups", {}), named["head"], named["workers"]
             )
             if args["discovered"] is not None:  # the fabric's late input, given; else each host's fabric_nccl
                 hosts = [dataclasses.replace(h, discovered=args["discovered"].get(h.name)) for h in hosts]
@@ -84,7 +83,7 @@ class ActionModule(ActionBase):
             if unknown:
                 result.update(
                     failed=True,
-                    msg=f"hosts not in {args['head_group']} or {args['workers_group']}: " + ", ".join(unknown),
+                    msg=f"hosts not in {named['head']} or {named['workers']}: " + ", ".join(unknown),
                 )
                 return result
             strays = other_clusters_hosts(
@@ -94,8 +93,8 @@ class ActionModule(ActionBase):
                 result.update(
                     failed=True,
                     msg=(
-                        f"this run's hosts {', '.join(strays)} have a rank but are not in {args['head_group']} or "
-                        f"{args['workers_group']}: the inventory holds more than one cluster, and a run acts on "
+                        f"this run's hosts {', '.join(strays)} have a rank but are not in {named['head']} or "
+                        f"{named['workers']}: the inventory holds more than one cluster, and a run acts on "
                         "one. Limit it to one cluster's group (--limit, or the AWX job template's limit); nothing "
                         "was touched."
                     ),
@@ -103,7 +102,7 @@ class ActionModule(ActionBase):
                 return result
             plan = fabric = None
             if selected:
-                plan = build_plan(profile, shape, selected, (args["head_group"], args["workers_group"]), both)
+                plan = build_plan(profile, shape, selected, (named["head"], named["workers"]), both)
                 # the fabric's part of the one plan: every host's share (what fabric_plan gives for one)
                 fabric = plan_shares(profile.data["shapes"][shape], shape, hosts)
         except ProfileError as exc:
@@ -143,7 +142,7 @@ class ActionModule(ActionBase):
                 + (
                     f"{shape}: planned {plan['nodes']} ranks, head {plan['head']}"
                     if plan
-                    else f"no hosts of {args['head_group']}/{args['workers_group']} in this play, so no plan"
+                    else f"no hosts of {named['head']}/{named['workers']} in this play, so no plan"
                 )
             ),
         )

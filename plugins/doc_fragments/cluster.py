@@ -10,14 +10,20 @@ class ModuleDocFragment:
     # (serving_profile, fabric_plan, boot_preflight).
     DOCUMENTATION = r"""
 options:
-  head_group:
-    description: Inventory group holding the head (rank 0).
-    type: str
-    default: dgxspark_head
-  workers_group:
-    description: Inventory group holding the workers (ranks 1..N-1).
-    type: str
-    default: dgxspark_workers
+  cluster_groups:
+    description:
+      - The inventory groups of the cluster's head and workers - the value of the variable C(dgxspark_cluster_groups),
+        as the lookup P(dgxspark.cluster.cluster_groups#lookup) gives it to a task (the roles and playbooks of the
+        collection pass it so).
+      - A key left out takes the collection's default, C(dgxspark_head) and C(dgxspark_workers).
+    type: dict
+    suboptions:
+      head:
+        description: Inventory group holding the head (rank 0).
+        type: str
+      workers:
+        description: Inventory group holding the workers (ranks 1..N-1).
+        type: str
 """
 
     # dgxspark.cluster.cluster.profile: the serving profile and the shape chosen from it

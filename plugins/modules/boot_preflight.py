@@ -232,8 +232,7 @@ def main() -> None:
                     "key_file": {"type": "path", "required": True},
                 },
             },
-            "head_group": {"type": "str", "default": "dgxspark_head"},
-            "workers_group": {"type": "str", "default": "dgxspark_workers"},
+            "cluster_groups": {"type": "dict", "options": {"head": {"type": "str"}, "workers": {"type": "str"}}},
         },
         supports_check_mode=True,
     )

@@ -66,6 +66,7 @@ EXAMPLES = r"""
   dgxspark.cluster.fabric_plan:
     src: "{{ dgxspark_profile }}"
     shape: "{{ dgxspark_shape | default(omit) }}"
+    cluster_groups: "{{ lookup('dgxspark.cluster.cluster_groups') }}"  # dgxspark_cluster_groups, or its default
   register: plan
 
 - name: Show the systemd-networkd files this host gets

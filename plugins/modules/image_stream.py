@@ -87,7 +87,7 @@ notes:
 EXAMPLES = r"""
 - name: Stream the release's image from the head
   dgxspark.cluster.image_stream:
-    source: "{{ groups['dgxspark_head'][0] }}"
+    source: "{{ groups[lookup('dgxspark.cluster.cluster_groups', 'head')][0] }}"  # the cluster's head
     image_id: sha256:4f0c2d0e8e9d0b3f2a8c6f1b5e7d9a0c3b2e1f4d6a8c0e2b4d6f8a0c2e4b6d8f
     names: [vllm/vllm-openai:v0.11.0]
     size: 18000000000

@@ -37,12 +37,12 @@ options:
     type: str
   hosts:
     description:
-      - Hosts to plan for. Defaults to the hosts of O(head_group) and O(workers_group) that are in the current play,
+      - Hosts to plan for. Defaults to the hosts of the groups O(cluster_groups) names that are in the current play,
         so an ad hoc run on C(localhost) only validates.
       - Each host needs C(dgxspark_rank) and C(dgxspark_fabric_address) (an IPv4 address peers reach over the
         fabric, checked as C(dgxspark.cluster.fabric_plan) checks it), and may set C(dgxspark_overrides).
       - A run acts on one cluster - the plan fails, naming them, when the current play has hosts with a
-        C(dgxspark_rank) outside O(head_group) and O(workers_group) (another cluster's, in an inventory that holds
+        C(dgxspark_rank) outside the groups O(cluster_groups) names (another cluster's, in an inventory that holds
         a fleet; limit the run to one cluster's group).
     type: list
     elements: str
@@ -100,7 +100,10 @@ EXAMPLES = r"""
   dgxspark.cluster.serving_profile:
     src: "{{ dgxspark_profile }}"
     shape: "{{ dgxspark_shape | default(omit) }}"
-    hosts: "{{ groups['dgxspark_head'] + groups['dgxspark_workers'] }}"
+    hosts: "{{ groups[cluster.head] + groups[cluster.workers] }}"
+    cluster_groups: "{{ cluster }}"
+  vars:
+    cluster: "{{ lookup('dgxspark.cluster.cluster_groups') }}"  # dgxspark_cluster_groups, or its default
   register: serving
   delegate_to: localhost
   run_once: true
@@ -194,8 +197,7 @@ def main() -> None:
             "content": {"type": "str"},
             "shape": {"type": "str"},
             "hosts": {"type": "list", "elements": "str"},
-            "head_group": {"type": "str", "default": "dgxspark_head"},
-            "workers_group": {"type": "str", "default": "dgxspark_workers"},
+            "cluster_groups": {"type": "dict", "options": {"head": {"type": "str"}, "workers": {"type": "str"}}},
             "discovered": {"type": "dict"},
             "fabric_settings": {
                 "type": "dict",

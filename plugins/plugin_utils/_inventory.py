@@ -18,8 +18,20 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._overrides import OVERRIDES_VAR, origin_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
 
+# The inventory groups of a cluster's head and workers: the one default of the variable that names them
+# (GROUPS_VAR), which every role, playbook and plugin of the collection reads (cluster_groups below).
 HEAD_GROUP = "dgxspark_head"
 WORKERS_GROUP = "dgxspark_workers"
+GROUPS_VAR = "dgxspark_cluster_groups"
+DEFAULT_GROUPS = {"head": HEAD_GROUP, "workers": WORKERS_GROUP}
+# What named them before GROUPS_VAR, one variable a group (deprecated; still read where an inventory sets them).
+LEGACY_GROUP_VARS = {"head": "boot_head_group", "workers": "boot_workers_group"}
+# The action plugins' argument that takes GROUPS_VAR's value (serving_profile, fabric_plan, boot_preflight).
+GROUPS_ARGUMENT_SPEC = {
+    "type": "dict",
+    "default": {},
+    "options": {key: {"type": "str", "default": group} for key, group in DEFAULT_GROUPS.items()},
+}
 RANK_VAR = "dgxspark_rank"
 ADDRESS_VAR = "dgxspark_fabric_address"
 CABLING_VAR = "dgxspark_fabric_cabling"
@@ -53,6 +65,45 @@ class Host:
     """``ansible_host``: where Ansible reaches the host (an address or a name)."""
     overrides_from: str | None = None
     """The inventory file that sets ``dgxspark_overrides`` (``_overrides.origin_of``), when the files show it."""
+
+
+def cluster_groups(given: Any = None, legacy: Mapping[str, Any] | None = None) -> tuple[dict[str, str], list[str]]:
+    """The cluster's groups, ``{"head": ..., "workers": ...}``, and the deprecated variables that gave any of them.
+
+    ``given`` is the value of ``dgxspark_cluster_groups`` (None when unset); ``legacy`` the values of
+    ``boot_head_group`` and ``boot_workers_group`` that are set, by variable name. A key that ``given`` leaves out
+    comes from its legacy variable, else from the default (``dgxspark_head``, ``dgxspark_workers``). ValueError,
+    naming the variable, for a value that is not a group name, an unknown key, or a legacy variable that names
+    another group than ``dgxspark_cluster_groups`` does (which one was meant cannot be told)."""
+    legacy = legacy or {}
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        raise ValueError(f"{GROUPS_VAR} must be a dict with the keys head and workers, not {given!r}")
+    unknown = sorted(set(given) - set(DEFAULT_GROUPS))
+    if unknown:
+        raise ValueError(f"{GROUPS_VAR} has unknown keys {unknown}: its keys are head and workers")
+    groups: dict[str, str] = {}
+    used: list[str] = []
+    for key, default in DEFAULT_GROUPS.items():
+        old_name = LEGACY_GROUP_VARS[key]
+        old = legacy.get(old_name)
+        for where, value in ((f"{GROUPS_VAR}.{key}", given.get(key)), (old_name, old)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"{where} must be an inventory group's name, not {value!r}")
+        if given.get(key) is not None:
+            if old is not None and old.strip() != given[key].strip():
+                raise ValueError(
+                    f"{GROUPS_VAR}.{key} is {given[key]!r} but {old_name}, its deprecated name, is {old!r}: "
+                    f"set {GROUPS_VAR} alone"
+                )
+            groups[key] = given[key].strip()
+        elif old is not None:
+            groups[key] = old.strip()
+            used.append(old_name)
+        else:
+            groups[key] = default
+    return groups, used
 
 
 def hosts_from_inventory(

@@ -147,7 +147,7 @@ def test_awx_import_creates_everything(caplog: pytest.LogCaptureFixture) -> None
             ]
             assert not asked, f"{name} asks {asked} at launch"
             questions = {q["variable"] for q in awx.surveys[template["id"]]["spec"]}
-            assert not questions & {"boot_head_group", "boot_workers_group"}, name
+            assert not questions & {"dgxspark_cluster_groups", "boot_head_group", "boot_workers_group"}, name
 
     (workflow,) = awx.find("workflow_job_templates", name="dgxspark preflight, boot, bench")
     nodes = {n["identifier"]: n for n in awx.find("workflow_job_template_nodes", workflow_job_template=workflow["id"])}
@@ -185,8 +185,7 @@ def test_the_fleet_inventory_keeps_each_cluster_apart(caplog: pytest.LogCaptureF
         assert len(hosts(f"{cluster}_head")) == 1 and len(hosts(cluster)) == sizes[cluster]
         assert all(h.startswith(f"{cluster}-") for h in hosts(cluster)), hosts(cluster)
         variables = yaml.safe_load(groups[cluster]["variables"])
-        assert variables["boot_head_group"] == f"{cluster}_head"
-        assert variables["boot_workers_group"] == f"{cluster}_workers"
+        assert variables["dgxspark_cluster_groups"] == {"head": f"{cluster}_head", "workers": f"{cluster}_workers"}
         assert variables["dgxspark_profile"] == f"{{{{ playbook_dir }}}}/../inventories/{cluster}/serving-profile.json"
         assert "ansible_ssh_private_key_file" not in variables, "the machine credential gives the key"
         assert not any("inventory_dir" in str(value) for value in variables.values()), variables

@@ -55,8 +55,10 @@ EE_NAME = "dgxspark.cluster EE"
 EE_IMAGE = "dgxspark-ee/ee:latest"
 EE_PULL = "never"
 EE_PULL_CHOICES = ("always", "missing", "never")
-# The variables of a cluster's group in a fleet that name its head and workers groups (the playbooks' own).
-CLUSTER_VARS = ("boot_head_group", "boot_workers_group")
+# The variable of a cluster's group in a fleet that names its head and workers groups (every role's and playbook's):
+# a dict, {head: <group>, workers: <group>}.
+CLUSTER_VAR = "dgxspark_cluster_groups"
+CLUSTER_KEYS = ("head", "workers")
 # The templates a fleet gets once per cluster, and the one its workflow runs on every cluster at once.
 FLEET_TEMPLATES = ("preflight", "boot", "stop", "bench", "recover")
 FLEET_WORKFLOW_STEP = "boot"
@@ -174,8 +176,9 @@ Survey questions are made from the argument specs of what each playbook runs (it
   (every template prompts for them). Nor has a variable the playbook sets itself (set_fact: rollback.yml
   sets the boot's boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable
   would take its place. A fleet's template for one cluster has no question for a variable that
-  the cluster's group sets (boot_head_group, boot_workers_group): AWX gives every launch its survey's
-  defaults as extra variables, which would replace the cluster's own."""
+  the cluster's group sets: AWX gives every launch its survey's defaults as extra variables, which
+  would replace the cluster's own (the cluster's groups, dgxspark_cluster_groups, are a dict: no
+  template asks for them)."""
 
 
 def _org_key() -> dict[str, Any]:
@@ -410,7 +413,7 @@ class Cluster:
 
 def clusters(name: str) -> list[Cluster]:
     """The clusters of inventories/<name> when it holds a fleet (inventories/fleet), else none. A cluster is a group
-    whose variables name both its head and its workers group (CLUSTER_VARS), groups under it; no host is in two
+    whose variables name both its head and its workers group (CLUSTER_VAR), groups under it; no host is in two
     clusters, and every host with a rank is in one. Anything else fails here, before a template is made for it."""
     hosts, groups = load_inventory(name)
 
@@ -423,13 +426,14 @@ def clusters(name: str) -> list[Cluster]:
     found: list[Cluster] = []
     members: dict[str, str] = {}
     for group, body in groups.items():
-        named = [body["vars"].get(variable) for variable in CLUSTER_VARS]
-        if not any(named):
+        if CLUSTER_VAR not in body["vars"]:
             continue
+        given = body["vars"][CLUSTER_VAR]
+        named = [given.get(key) for key in CLUSTER_KEYS] if isinstance(given, dict) else [None, None]
         if not all(named) or not set(named) <= under(group) - {group}:
             raise ValueError(
-                f"inventories/{name}: group {group} sets {', '.join(CLUSTER_VARS)} to {named}: a cluster names both "
-                "its head and workers groups, groups under its own"
+                f"inventories/{name}: group {group} sets {CLUSTER_VAR} to {given!r}: a cluster names both its head "
+                "and workers groups (its keys head and workers), groups under its own"
             )
         for host in sorted({h for g in under(group) for h in groups[g]["hosts"]}):
             if host in members:

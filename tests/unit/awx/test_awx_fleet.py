@@ -58,7 +58,7 @@ def _fleet_clusters() -> dict[str, dict[str, Any]]:
     found = {}
     for path in sorted((FLEET / "group_vars").glob("*.yml")):
         variables = yaml.safe_load(path.read_text()) or {}
-        if "boot_head_group" in variables:
+        if "dgxspark_cluster_groups" in variables:
             found[path.stem] = variables
     return found
 
@@ -184,13 +184,13 @@ def test_a_fleet_template_runs_on_its_cluster_only(cluster: str, playbook: str) 
     assert [c["name"] for c in template["related"]["credentials"]] == [f"dgxspark {cluster} machine"]
     assert template["execution_environment"] == generic["execution_environment"]
     assert template["allow_simultaneous"] is False, "one job at a time on a cluster (AWX queues the next)"
-    # the survey: the single-cluster template's, less the questions for what the cluster's group sets
+    # the survey: the single-cluster template's, less the questions for what the cluster's group sets (none: the
+    # cluster's groups, dgxspark_cluster_groups, are a dict, a question of no survey)
     sets = set(CLUSTERS[cluster])
     expected = [q for q in generic["related"]["survey_spec"]["spec"] if q["variable"] not in sets]
     assert template["related"]["survey_spec"]["spec"] == expected
-    dropped = {q["variable"] for q in generic["related"]["survey_spec"]["spec"]} & sets
-    if playbook != "stop":  # stop.yml reads neither group
-        assert dropped == {"boot_head_group", "boot_workers_group"}, dropped
+    asked = {q["variable"] for q in generic["related"]["survey_spec"]["spec"]}
+    assert not asked & (sets | {"dgxspark_cluster_groups", "boot_head_group", "boot_workers_group"}), asked & sets
     # the description says what a run without the limit would do
     said = {"stop": "stop every cluster", "recover": "plan refused"}.get(playbook, "refuses")
     assert said in template["description"], template["description"]
@@ -243,17 +243,17 @@ def test_a_fleet_run_without_a_limit_is_refused_before_any_contact(tmp_path: Pat
     assert NO_CONTACT not in run.stdout + run.stderr
 
 
-def test_a_single_cluster_templates_defaults_cannot_plan_a_fleet_cluster(tmp_path: Path) -> None:
-    """Why a fleet has templates of its own: the single-cluster survey's boot_head_group default (dgxspark_head) is
-    an extra variable on every launch and takes the place of the cluster's sim3_head, so the plan sees both clusters'
-    heads and workers, and refuses."""
+def test_a_single_cluster_templates_defaults_leave_a_fleet_cluster_its_groups(tmp_path: Path) -> None:
+    """No survey asks for the cluster's groups (dgxspark_cluster_groups is a dict; the deprecated boot_head_group
+    and boot_workers_group are asked by none): a launch's survey defaults never take the place of a fleet cluster's
+    own groups, so even the single-cluster template, limited to sim3, plans sim3 alone. (Before, its
+    boot_head_group default, dgxspark_head, replaced sim3_head, and the plan saw both clusters and refused.)"""
     generic = _templates()["dgxspark preflight"]
-    assert {"boot_head_group", "boot_workers_group"} <= {
-        q["variable"] for q in generic["related"]["survey_spec"]["spec"]
-    }
+    asked = {q["variable"] for q in generic["related"]["survey_spec"]["spec"]}
+    assert not asked & {"dgxspark_cluster_groups", "boot_head_group", "boot_workers_group"}, asked
     run = _plan(tmp_path, generic, "--limit", "sim3")
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "ranks must be 0..N-1" in run.stdout
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "head: sim3-head" in run.stdout and "sim4-" not in run.stdout
     assert NO_CONTACT not in run.stdout + run.stderr
 
 
@@ -353,12 +353,12 @@ def test_runner_job_launches_a_fleet_template_as_awx_would(tmp_path: Path, monke
     pdd = runner_job.private_data_dir(tmp_path / "pdd", template, runner_job.template_inventory(template), key)
     assert (pdd / "env/cmdline").read_text() == "-u root -l sim4"
     extravars = json.loads((pdd / "env/extravars").read_text())
-    assert not {"boot_head_group", "boot_workers_group"} & set(extravars)
+    assert not {"dgxspark_cluster_groups", "boot_head_group", "boot_workers_group"} & set(extravars)
     assert extravars["awx_inventory_name"] == "fleet"
     printed = json.loads(
         subprocess.run([str(pdd / "inventory/hosts")], capture_output=True, text=True, check=True).stdout
     )
-    assert printed["sim4"]["vars"]["boot_head_group"] == "sim4_head"
+    assert printed["sim4"]["vars"]["dgxspark_cluster_groups"] == {"head": "sim4_head", "workers": "sim4_workers"}
     with pytest.raises(ValueError, match="does not ask for a limit"):
         runner_job.private_data_dir(tmp_path / "other", template, "fleet", key, limit="sim3")
     generic = runner_job.template("dgxspark boot")

@@ -210,16 +210,16 @@ def _literal(expression: str) -> tuple[bool, Any]:
 @pytest.mark.parametrize(
     ("entry", "playbook", "prefixes"),
     [
-        ("bench", "playbooks/bench.yml", ("dgxspark_bench_", "boot_head_group", "boot_workers_group")),
-        ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_", "boot_head_group")),
+        ("bench", "playbooks/bench.yml", ("dgxspark_bench_", "dgxspark_cluster_groups")),
+        ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_", "dgxspark_cluster_groups")),
         ("stop", "playbooks/stop.yml", ("stop_",)),
-        ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir", "boot_head_group")),
+        ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir", "dgxspark_cluster_groups")),
         # its own variables; what the boot it imports reads is the boot role's spec
         ("rollback", "playbooks/rollback.yml", ("dgxspark_release", "boot_releases_dir")),
         (
             "images",
             "playbooks/images.yml",
-            ("dgxspark_release", "images_", "boot_head_group", "boot_workers_group", "boot_releases_dir"),
+            ("dgxspark_release", "images_", "dgxspark_cluster_groups", "boot_releases_dir"),
         ),
         # dgxspark_release is what it sets for the rollback it may import, not a variable it reads
         ("promote", "playbooks/promote.yml", ("dgxspark_candidate", "dgxspark_promote_", "boot_releases_dir")),
@@ -242,7 +242,7 @@ def _literal(expression: str) -> tuple[bool, Any]:
                     "progress_s",
                 )
             )
-            + ("boot_head_group", "boot_releases_dir"),
+            + ("dgxspark_cluster_groups", "boot_releases_dir"),
         ),
     ],
 )
@@ -255,6 +255,8 @@ def test_playbook_spec_equals_playbook(entry: str, playbook: str, prefixes: tupl
     # a word read as a variable: not a task's registered result, and not only a key of a module's arguments
     # (node_phase's stop_ranks), unless the play defines it
     words = re.findall(r"\b([a-z_]+)\b(?!:)", text) + list(play_vars)
+    if "lookup('dgxspark.cluster.cluster_groups'" in text:  # the lookup reads dgxspark_cluster_groups
+        words.append("dgxspark_cluster_groups")
     read = {name for name in words if name.startswith(prefixes) and name not in registered}
     options = _options("awx/playbook_argument_specs.yml", entry)
     assert set(options) == read, f"{playbook} reads {sorted(read)}; the spec has {sorted(options)}"

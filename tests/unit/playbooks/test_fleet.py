@@ -8,6 +8,7 @@ let one cluster's boot, guard or results reach the other's."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import pathlib
 import shutil
@@ -105,8 +106,7 @@ def test_the_clusters_share_no_host_head_subnet_profile_or_guard_key() -> None:
     }
     assert all(len(s) == 1 for s in subnets.values()) and not subnets["sim3"] & subnets["sim4"]
     for key in (
-        "boot_head_group",
-        "boot_workers_group",
+        "dgxspark_cluster_groups",
         "dgxspark_profile",
         "memguard_peer_key_file",
         "dgxspark_bench_dir",
@@ -114,8 +114,9 @@ def test_the_clusters_share_no_host_head_subnet_profile_or_guard_key() -> None:
     ):
         assert settings["sim3"][key] != settings["sim4"][key], key
     for cluster in CLUSTERS:
-        assert settings[cluster]["boot_head_group"] == f"{cluster}_head"
-        assert settings[cluster]["boot_workers_group"] == f"{cluster}_workers"
+        named = {"head": f"{cluster}_head", "workers": f"{cluster}_workers"}
+        assert settings[cluster]["dgxspark_cluster_groups"] == named
+        assert not {"boot_head_group", "boot_workers_group"} & set(settings[cluster])  # the deprecated names
         profile = settings[cluster]["dgxspark_profile"].replace("{{ inventory_dir }}", str(FLEET))
         assert pathlib.Path(profile).resolve() == (ROOT / "inventories" / cluster / "serving-profile.json").resolve()
 
@@ -187,3 +188,80 @@ def test_a_run_over_both_clusters_is_refused_before_any_node_is_contacted(
     assert "UNREACHABLE" not in out, out[-3000:]
     # nothing written next to the inventory either (the guard's key is made by a converge, never by a plan)
     assert not list(fleet.glob(".*"))
+
+
+# ------------------------------------------------------------------------------------------ the cluster's head
+HEAD_PLAYBOOK = "tests/unit/playbooks/fleet-cluster-head.yml"
+
+
+def fleet_copy(tmp_path: pathlib.Path, loopback: tuple[str, ...] = CLUSTERS) -> pathlib.Path:
+    """The fleet, copied, with the hosts of the ``loopback`` clusters pointed at a closed port of their own loopback
+    address (127.0.<N>.<last octet of the node's address>): a task that contacts one says which, and nothing else
+    is contacted. The other clusters' hosts keep their addresses, their SSH key and profile paths made absolute."""
+    copy = tmp_path / "fleet"
+    shutil.copytree(FLEET, copy, ignore=shutil.ignore_patterns(".*"))
+    tree = yaml.safe_load((copy / "hosts.yml").read_text())
+    for cluster in CLUSTERS:
+        for host, variables in _hosts(tree, cluster).items():
+            if cluster in loopback:
+                address = ipaddress.ip_address(variables["ansible_host"]).packed
+                _set_host(tree, host, ansible_host=f"127.0.{address[2]}.{address[3]}", ansible_port=1)
+        group_vars = copy / "group_vars" / f"{cluster}.yml"
+        text = group_vars.read_text().replace("{{ inventory_dir }}/../", f"{FLEET.parent}/")
+        group_vars.write_text(text.replace("{{ inventory_dir }}", str(copy)))
+    (copy / "hosts.yml").write_text(yaml.safe_dump(tree, sort_keys=False))
+    return copy
+
+
+def _set_host(tree: dict, host: str, **values: object) -> None:
+    def walk(body: dict | None) -> None:
+        for name, variables in ((body or {}).get("hosts") or {}).items():
+            if name == host:
+                variables.update(values)
+        for child in ((body or {}).get("children") or {}).values():
+            walk(child)
+
+    for body in tree.values():
+        walk(body)
+
+
+def head_run(inventory: pathlib.Path, cluster: str) -> dict[str, dict[str, dict]]:
+    """tests/unit/playbooks/fleet-cluster-head.yml on ``inventory`` limited to ``cluster``: each task's result per
+    host (the ansible.posix.json callback), by task name."""
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    run = subprocess.run(
+        [str(BIN / "ansible-playbook"), HEAD_PLAYBOOK, "-i", str(inventory), "--limit", cluster],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    results: dict[str, dict[str, dict]] = {}
+    for play in json.loads(run.stdout)["plays"]:
+        for task in play["tasks"]:
+            results.setdefault(task["task"]["name"].split(" : ")[-1], {}).update(task["hosts"])
+    return results
+
+
+NCCL_TASK = "Run the NCCL bandwidth test from the head"
+RANK_TASK = "Take this host's rank"
+
+
+def test_one_cluster_of_the_fleet_takes_its_own_head_for_the_nccl_test_and_the_ranks(tmp_path: pathlib.Path) -> None:
+    """On sim4 of the fleet (--limit sim4), the NCCL test is delegated to sim4's head and vllm_container plans sim4
+    alone, its head at rank 0, every rank's master address the head's: sim3's head, also in dgxspark_head, is never
+    taken. Every host is on loopback (closed ports): the one the NCCL test tried to reach is sim4-head's address."""
+    results = head_run(fleet_copy(tmp_path), "sim4")
+    [(runner, nccl)] = results[NCCL_TASK].items()  # run once
+    assert runner.startswith("sim4-") and nccl.get("unreachable"), nccl
+    assert "127.0.4.10" in nccl["msg"] and "127.0.3." not in nccl["msg"], nccl["msg"]
+    ranks = {host: r.get("ansible_facts", {}).get("vllm_container_this") for host, r in results[RANK_TASK].items()}
+    assert set(ranks) == {"sim4-head", "sim4-worker1", "sim4-worker2", "sim4-worker3"}
+    assert all(rank and rank["host"] == host for host, rank in ranks.items()), results[RANK_TASK]
+    assert ranks["sim4-head"]["rank"] == 0 and ranks["sim4-head"]["role"] == "head"
+    for rank in ranks.values():
+        argv = rank["argv"]
+        assert argv[argv.index("--master-addr") + 1] == "10.99.4.1", argv
