@@ -16,7 +16,7 @@ description:
   - Binds the plan's one late input first, what each node offers NCCL on its planned fabric ports (RDMA devices,
     the ports, the RoCE v2 GID index), read from the facts by the fabric role's own rule. They are bound into the
     plan that M(dgxspark.cluster.serving_profile) built as an overlay (the C(dgxspark.cluster.plan_bound)
-    filter's rule): only each changed rank's NCCL environment, spec hash, argv and container parameters are
+    filter's rule). Only each changed rank's NCCL environment, spec hash, argv and container parameters are
     redone, so the plan that is judged is the one that starts, and the profile is read and planned once per boot.
   - Then checks every node against that plan, a line per check and node (memory, Docker, a previous container,
     the image, the memory guard, the ports the plan needs, the kernel, ulimits, the fabric, the weights), and
