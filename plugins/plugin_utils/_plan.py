@@ -15,8 +15,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import (
     LABEL_PREFIX,
@@ -90,34 +89,67 @@ class HostSpec(Host):
         super().__init__(name, rank, fabric_address, None, head, overrides, discovered)
 
 
-@dataclass
-class RankPlan:
+class Rank(TypedDict):
+    """One rank of the plan: what its host runs, rendered completely. Its keys are the project's names for these."""
+
     host: str
     rank: int
     role: str
+    """``head`` (rank 0, serves the API) or ``worker``."""
     fabric_address: str
     container_name: str
     image: str
     argv: list[str]
+    """The whole ``docker run`` command: labels, the options, the environment, the entrypoint, image and command."""
     environment: dict[str, str]
     ulimits: dict[str, dict[str, int]]
     labels: dict[str, str]
     spec_sha256: str
-    agreement: dict[str, Any] = field(default_factory=dict)
-    docker_run_args: list[str] = field(default_factory=list)
+    """The hash of what the rank runs (image, entrypoint, command, options, environment): its container's label,
+    what releases record and what the preflight compares with what runs."""
+    agreement: dict[str, Any]
+    """Every setting the ranks must share, read back from what was rendered (one key per setting)."""
+    docker_run_args: list[str]
     """The profile's ``docker run`` options for this rank (what ``argv`` holds between the labels and the env)."""
-    entrypoint: str = ""
-    command: list[str] = field(default_factory=list)
+    entrypoint: str
+    command: list[str]
     """The engine's argv after the entrypoint (``vllm serve ...``)."""
-    api_port: int | None = None
+    api_port: int | None
     """The port the head serves the OpenAI API on (``--port``); None on a worker (``--headless``)."""
-    container: dict[str, Any] = field(default_factory=dict)
+    container: dict[str, Any]
     """The ``community.docker.docker_container`` parameters that start this rank: what the role runs."""
-    fabric: dict[str, Any] = field(default_factory=dict)
+    fabric: dict[str, Any]
     """The shape's fabric settings with the host's overrides: what :func:`bind` reads the nodes' names against."""
-    environment_pinned: list[str] = field(default_factory=list)
+    environment_pinned: list[str]
     """The environment the profile sets itself (the shape's, the host's overrides, the secrets' paths): a fabric
     name the node reports does not replace these."""
+
+
+class Plan(TypedDict):
+    """The plan: built once per run (:func:`build_plan`) from the profile, the inventory and every host's overrides,
+    never changed afterwards (:func:`bind` gives a new one with the nodes' fabric names). Every step reads its
+    slice of it."""
+
+    profile_sha256: str
+    source: str
+    shape: str
+    nodes: int
+    topology: str
+    head: str
+    workers: list[str]
+    master_addr: str
+    master_port: int
+    api_url: str
+    api: dict[str, Any]
+    """Where the head serves the API and how it is reached (``_api_access.summary``)."""
+    secrets: dict[str, str]
+    """The secrets' names and their files on every node (bound read-only into each rank)."""
+    container_name: str
+    memory_budget: dict[str, Any]
+    disk_paths: dict[str, list[str]]
+    """Host to what node_facts reports the mount of beyond the weights path (the preflight's engram-nvme)."""
+    ranks: list[Rank]
+    warnings: list[str]
 
 
 def build_plan(
@@ -126,7 +158,7 @@ def build_plan(
     hosts: Sequence[Host],
     groups: tuple[str, str] = (HEAD_GROUP, WORKERS_GROUP),
     both_groups: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> Plan:
     """Render every rank of ``shape_name`` for ``hosts`` and check that they agree.
 
     Each rank carries its ``container``: the docker_container parameters that start it, so what was
@@ -260,7 +292,7 @@ def _render_rank(
     listen: Mapping[str, Any] | None = None,
     refused: bool = False,
 ) -> dict[str, Any]:
-    """One rank as its host runs it (a :class:`RankPlan` as a dict); ``refused``: its overrides break a rule, so it
+    """One rank as its host runs it (a :class:`Rank`); ``refused``: its overrides break a rule, so it
     is rendered for the agreement check but gets no container parameters (they would only repeat the problem)."""
     errors_before = len(out.errors)
     # what this host runs: the profile with its overrides merged in, which _judge_overrides has judged
@@ -292,28 +324,28 @@ def _render_rank(
     }
     if data.get("model_revision"):
         labels[f"{LABEL_PREFIX}.model_revision"] = data["model_revision"]
-    ulimits = {k: v.as_dict() for k, v in sorted(docker.container_ulimits(args.args).items())}
-    plan = RankPlan(
-        host.name,
-        rank,
-        role,
-        str(host.fabric_address),
-        container["name"],
-        container["image"],
-        [],
-        env,
-        ulimits,
-        labels,
-        "",
-    )  # argv and spec_sha256: _assembled
-    plan.docker_run_args = list(args.args)
-    plan.entrypoint = entrypoint
-    plan.command = list(wrapped)
-    plan.api_port = int(container["api_port"]) if rank == 0 else None
-    plan.fabric = dict(shape["fabric"])
-    plan.environment_pinned = sorted(set(shape.get("environment", {})) | set(_secrets.environment(secrets)))
-    plan.agreement = _agreement_view(plan, command, container)
-    rendered = asdict(plan)
+    rendered: Rank = {
+        "host": host.name,
+        "rank": rank,
+        "role": role,
+        "fabric_address": str(host.fabric_address),
+        "container_name": container["name"],
+        "image": container["image"],
+        "argv": [],  # argv, spec_sha256, the spec label and container: _assembled, from the parts
+        "environment": env,
+        "ulimits": {k: v.as_dict() for k, v in sorted(docker.container_ulimits(args.args).items())},
+        "labels": labels,
+        "spec_sha256": "",
+        "agreement": {},
+        "docker_run_args": list(args.args),
+        "entrypoint": entrypoint,
+        "command": list(wrapped),
+        "api_port": int(container["api_port"]) if rank == 0 else None,
+        "container": {},
+        "fabric": dict(shape["fabric"]),
+        "environment_pinned": sorted(set(shape.get("environment", {})) | set(_secrets.environment(secrets))),
+    }
+    rendered["agreement"] = _agreement_view(rendered, command, container)
     if refused or len(out.errors) > errors_before:
         # the host's overrides are wrong: container parameters would only repeat it
         return _assembled(rendered, rendered["environment"], with_container=False)
@@ -329,10 +361,10 @@ def _render_rank(
 DISCOVERED_ENV = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_GID_INDEX")
 
 
-def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], with_container: bool = True) -> dict[str, Any]:
+def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], with_container: bool = True) -> Rank:
     """A rank with ``environment``, and what follows from its parts: the spec hash (what releases record and the
     container's label carries), the ``docker run`` argv and the docker_container parameters."""
-    result = dict(rank)
+    result: Rank = dict(rank)  # type: ignore[assignment]  # a Rank's keys, as given
     result["environment"] = dict(environment)
     spec = {
         "image": rank["image"],
@@ -354,7 +386,7 @@ def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], with_con
     return result
 
 
-def bind(plan: Mapping[str, Any], discovered: Mapping[str, Any]) -> dict[str, Any]:
+def bind(plan: Plan, discovered: Mapping[str, Any]) -> Plan:
     """The plan with the fabric names the nodes report (``discovered``: host -> its ``fabric_nccl``: hca,
     socket_ifname, gid_index) bound in, as an overlay: for each rank whose names change, only what depends on them
     is redone (its NCCL environment, spec hash, argv and container parameters). A name the profile sets (its fabric
@@ -376,7 +408,7 @@ def bind(plan: Mapping[str, Any], discovered: Mapping[str, Any]) -> dict[str, An
             else:
                 env.pop(key, None)
         ranks.append(rank if env == rank["environment"] else _assembled(rank, env))
-    return {**plan, "ranks": ranks}
+    return {**plan, "ranks": ranks}  # type: ignore[typeddict-item]  # a new plan: the one given is left alone
 
 
 def render_serve_command(
@@ -421,10 +453,10 @@ def _number(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _agreement_view(plan: RankPlan, command: Sequence[str], container: Mapping[str, Any]) -> dict[str, Any]:
+def _agreement_view(rank: Rank, command: Sequence[str], container: Mapping[str, Any]) -> dict[str, Any]:
     """Read back, from what was rendered, every setting the ranks must share."""
-    view: dict[str, Any] = {"image": plan.image, "model": command[len(container["entrypoint"]) - 1]}
-    view["model_revision"] = plan.labels.get(f"{LABEL_PREFIX}.model_revision")
+    view: dict[str, Any] = {"image": rank["image"], "model": command[len(container["entrypoint"]) - 1]}
+    view["model_revision"] = rank["labels"].get(f"{LABEL_PREFIX}.model_revision")
     argv = serve_argv(command[len(container["entrypoint"]) :], container["fork_flags"])
     for number, value in enumerate(argv.positionals, 1):
         view[f"argument {number}"] = value
@@ -440,7 +472,7 @@ def _agreement_view(plan: RankPlan, command: Sequence[str], container: Mapping[s
         switch = argv.switch(arg.flag)
         kept = argv.last(arg.flag)
         view[name] = switch if switch is not None else (kept.value if kept and kept.value is not None else True)
-    for key, value in plan.environment.items():
+    for key, value in rank["environment"].items():
         if key.startswith(AGREEING_ENV_PREFIXES) and key not in PER_RANK_ENV:
             view[f"env {key}"] = value
     return view

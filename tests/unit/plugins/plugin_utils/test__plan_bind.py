@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.dgxspark.cluster.plugins.filter.serving import plan_bound
 from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import SPEC_LABEL
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import TRACE_VAR, bind, build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import TRACE_VAR, Plan, Rank, bind, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8
 
@@ -95,3 +95,12 @@ def test_every_plan_built_is_traced_when_asked(tmp_path: Any, monkeypatch: pytes
     assert [(line["shape"], line["hosts"]) for line in lines] == [
         ("tp3-triangle", ["spark-head", "spark-w1", "spark-w2"])
     ]
+
+
+@pytest.mark.parametrize("path,shape,nodes", [(SPARK3, "tp3-triangle", 3), (SPARK8, "tp8-1m", 8)])
+def test_the_plan_has_the_declared_vocabulary_and_no_other(path: Any, shape: str, nodes: int) -> None:
+    """Plan and Rank (TypedDicts) name every key the plan has: one vocabulary, no key that is not declared."""
+    planned = build_plan(load_profile(str(path)), shape, cluster(nodes))
+    assert set(planned) == set(Plan.__required_keys__)
+    for rank in bind(planned, NAMES)["ranks"]:
+        assert set(rank) == set(Rank.__required_keys__)

@@ -175,8 +175,8 @@ def check_messages(argv: list[str]) -> tuple[set[str], set[str]]:
 
 
 def agreement(argv: list[str]) -> dict[str, Any]:
-    plan = types.SimpleNamespace(image="image", labels={}, environment={})
-    view = _agreement_view(plan, ["serve", "/m", *argv], {"entrypoint": ["vllm", "serve"], "fork_flags": []})
+    rank: Any = {"image": "image", "labels": {}, "environment": {}}  # the keys it reads
+    view = _agreement_view(rank, ["serve", "/m", *argv], {"entrypoint": ["vllm", "serve"], "fork_flags": []})
     return {key: value for key, value in view.items() if key.startswith("-")}
 
 
