@@ -13,6 +13,7 @@ from ansible import constants as C
 from ansible.plugins.loader import connection_loader
 from ansible.utils.display import Display
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import IMAGE_STREAM
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _image_transfer as transfer
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 
@@ -37,17 +38,7 @@ SSH_OPTIONS = (
 
 
 class ActionModule(ValidatedAction):
-    ARGUMENT_SPEC = {
-        "source": {"type": "str"},
-        "image_id": {"type": "str", "required": True},
-        "names": {"type": "list", "elements": "str", "default": []},
-        "pull": {"type": "str", "default": ""},
-        "size": {"type": "int"},
-        "timeout": {"type": "int", "default": 3600},
-        "idle_timeout": {"type": "int", "default": 300},
-        "progress_every": {"type": "float", "default": 10},
-        "docker": {"type": "str", "default": "docker"},
-    }
+    ARGUMENT_SPEC = IMAGE_STREAM
 
     def _endpoint(self, host: str, hostvars: Any) -> dict[str, Any]:
         """How to reach ``host``: its ssh connection options and its become settings, from its variables."""

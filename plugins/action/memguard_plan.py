@@ -10,6 +10,7 @@ import string
 import tempfile
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import MEMGUARD_PLAN
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
@@ -29,17 +30,7 @@ KEY_CHARS = string.ascii_letters + string.digits
 
 
 class ActionModule(ValidatedAction):
-    ARGUMENT_SPEC = {
-        "host_section": {"type": "dict", "required": True},
-        "container_name": {"type": "str", "default": ""},
-        "settings": {"type": "dict", "required": True},
-        "hosts": {"type": "list", "elements": "str"},
-        "key": {"type": "str", "default": "", "no_log": True},
-        "key_file": {"type": "path", "required": True},
-        "key_create": {"type": "bool", "default": True},
-        "node_facts": {"type": "dict", "default": {}},
-        "node_facts_by_host": {"type": "dict", "default": {}},
-    }
+    ARGUMENT_SPEC = MEMGUARD_PLAN
 
     def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         host = str(task_vars.get("inventory_hostname"))

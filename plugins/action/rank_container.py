@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import RANK_CONTAINER
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import PARAMETERS
 
@@ -20,11 +21,7 @@ MODULE = "community.docker.docker_container"
 
 class ActionModule(ValidatedAction):
     _requires_connection = True
-    ARGUMENT_SPEC = {
-        "params": {"type": "dict", "required": True},
-        "state": {"type": "str", "choices": ["created", "started"], "default": "started"},
-        "recreate": {"type": "bool", "default": False},
-    }
+    ARGUMENT_SPEC = RANK_CONTAINER
 
     def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         params = args["params"]

@@ -141,26 +141,11 @@ differences:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import MEMGUARD_PLAN, refuse_on_host
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "host_section": {"type": "dict", "required": True},
-            "container_name": {"type": "str", "default": ""},
-            "settings": {"type": "dict", "required": True},
-            "hosts": {"type": "list", "elements": "str"},
-            "key": {"type": "str", "default": "", "no_log": True},
-            "key_file": {"type": "path", "required": True},
-            "key_create": {"type": "bool", "default": True},
-            "node_facts": {"type": "dict", "default": {}},
-            "node_facts_by_host": {"type": "dict", "default": {}},
-        },
-        supports_check_mode=True,
-    )
-    module.fail_json(
-        msg="dgxspark.cluster.memguard_plan runs on the controller as an action plugin; "
-        "it cannot run as a module on a host"
-    )
+    refuse_on_host(AnsibleModule(argument_spec=MEMGUARD_PLAN, supports_check_mode=True), "memguard_plan")
 
 
 if __name__ == "__main__":

@@ -186,34 +186,17 @@ elapsed_ms:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import (
+    SERVING_PROFILE,
+    SERVING_PROFILE_ONE_OF,
+    refuse_on_host,
+)
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "src": {"type": "path"},
-            "content": {"type": "str"},
-            "shape": {"type": "str"},
-            "hosts": {"type": "list", "elements": "str"},
-            "head_group": {"type": "str", "default": "dgxspark_head"},
-            "workers_group": {"type": "str", "default": "dgxspark_workers"},
-            "discovered": {"type": "dict"},
-            "fabric_settings": {
-                "type": "dict",
-                "options": {
-                    "backend": {"type": "str", "default": "auto"},
-                    "networkd_dir": {"type": "path"},
-                    "netplan_dir": {"type": "path"},
-                    "sysctl_dir": {"type": "path"},
-                },
-            },
-        },
-        required_one_of=[("src", "content")],
-        mutually_exclusive=[("src", "content")],
-        supports_check_mode=True,
-    )
-    module.fail_json(
-        msg="dgxspark.cluster.serving_profile runs on the controller as an action plugin; "
-        "it cannot run as a module on a host"
+    refuse_on_host(
+        AnsibleModule(argument_spec=SERVING_PROFILE, **SERVING_PROFILE_ONE_OF, supports_check_mode=True),
+        "serving_profile",
     )
 
 
