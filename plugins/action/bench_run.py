@@ -17,6 +17,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import ENDPOINT
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
@@ -37,13 +38,7 @@ LAG_WARN_MS = 5.0
 class ActionModule(ValidatedAction):
     _requires_connection = True
     ARGUMENT_SPEC = {
-        "url": {"type": "str", "required": True},
-        "model": {"type": "str", "required": True},
-        "api": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
-        "api_key": {"type": "str", "no_log": True},
-        "api_key_file": {"type": "str", "no_log": False},
-        "ca_file": {"type": "str"},
-        "validate_certs": {"type": "bool", "default": True},
+        **ENDPOINT,
         "levels": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
         "requests": {"type": "int", "default": 100},
         "prompt_tokens": {"type": "int", "default": 128},
@@ -101,18 +96,7 @@ class ActionModule(ValidatedAction):
             return result
         display.display(f"bench: {plan}")
 
-        common = {
-            "url": args["url"],
-            "model": args["model"],
-            "api": args["api"],
-            "api_key": args["api_key"],
-            "api_key_file": args["api_key_file"],
-            "ca_file": args["ca_file"],
-            "validate_certs": args["validate_certs"],
-            "timeout": args["timeout"],
-            "seed": args["seed"],
-            "extra_body": args["extra_body"],
-        }
+        common = {name: args[name] for name in (*ENDPOINT, "timeout", "seed", "extra_body")}
         started_at = _now()
         workload = {
             "prompt_tokens": args["prompt_tokens"],

@@ -13,7 +13,7 @@ from ansible import constants as C
 from ansible.plugins.loader import connection_loader
 from ansible.utils.display import Display
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import IMAGE_STREAM
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import IMAGE_STREAM
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _image_transfer as transfer
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 

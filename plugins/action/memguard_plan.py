@@ -10,7 +10,7 @@ import string
 import tempfile
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import MEMGUARD_PLAN
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import MEMGUARD_PLAN
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import RANK_CONTAINER
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import RANK_CONTAINER
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import PARAMETERS
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 from urllib.parse import quote
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
@@ -121,6 +122,17 @@ class DockerEngine:
 
     def close(self) -> None:
         self._connection.close()
+
+
+@contextmanager
+def engine_at(docker_host: str, timeout: float) -> Iterator[DockerEngine]:
+    """The engine on ``docker_host``'s socket (``ValueError`` when that is not a ``unix://`` URL), closed when the
+    block ends. Nothing is asked until the block asks."""
+    engine = DockerEngine(socket_path(docker_host), timeout)
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 def _message(data: Any) -> str:

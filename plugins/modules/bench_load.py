@@ -22,34 +22,6 @@ description:
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
-  url:
-    description: The API's base URL as this host reaches it, such as V(http://127.0.0.1:8000) (C(/v1) is added).
-    type: str
-    required: true
-  model:
-    description: The served model name to ask for.
-    type: str
-    required: true
-  api:
-    description: V(chat) for C(/v1/chat/completions), V(completions) for C(/v1/completions).
-    type: str
-    choices: [chat, completions]
-    default: chat
-  api_key:
-    description: "Sent as C(Authorization: Bearer <key>) when set."
-    type: str
-  api_key_file:
-    description:
-      - A file on this host holding the key (the profile's C(container.api.api_key_file)), read there and sent as
-        O(api_key) is; the key is then never an argument or a result. O(api_key) wins when both are given.
-    type: str
-  ca_file:
-    description: With an C(https) O(url), the PEM file (on this host) the server's certificate is checked against.
-    type: str
-  validate_certs:
-    description: Check the server's certificate (https only).
-    type: bool
-    default: true
   mode:
     description: Which step to run.
     type: str
@@ -116,6 +88,8 @@ options:
         and the server's own (its C(/tokenize) or C(/v1/models) answer) applies. A needle that does not fit is
         refused (C(refused) true) and nothing is sent.
     type: int
+extends_documentation_fragment:
+  - dgxspark.cluster.endpoint
 attributes:
   check_mode:
     support: full
@@ -168,18 +142,13 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._bench_client imp
     run_level,
     run_needle,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import ENDPOINT
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "url": {"type": "str", "required": True},
-            "model": {"type": "str", "required": True},
-            "api": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
-            "api_key": {"type": "str", "no_log": True},
-            "api_key_file": {"type": "str", "no_log": False},
-            "ca_file": {"type": "str"},
-            "validate_certs": {"type": "bool", "default": True},
+            **ENDPOINT,
             "mode": {"type": "str", "choices": ["gate", "load", "needle"], "required": True},
             "concurrency": {"type": "int", "default": 1},
             "requests": {"type": "int", "default": 100},

@@ -224,7 +224,7 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import BOOT_PREFLIGHT, refuse_on_host
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import BOOT_PREFLIGHT, refuse_on_host
 
 
 def main() -> None:

@@ -128,7 +128,7 @@ pulled:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import IMAGE_STREAM, refuse_on_host
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import IMAGE_STREAM, refuse_on_host
 
 
 def main() -> None:

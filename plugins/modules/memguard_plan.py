@@ -141,7 +141,7 @@ differences:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import MEMGUARD_PLAN, refuse_on_host
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import MEMGUARD_PLAN, refuse_on_host
 
 
 def main() -> None:

@@ -123,11 +123,6 @@ options:
         environment with secret-looking values redacted, limits, mounts). Empty to skip.
     type: str
     default: vllm_dsv41
-  docker_host:
-    description:
-      - The Docker engine's socket, as a C(unix://) URL. Falls back to the E(DOCKER_HOST) environment variable.
-    type: str
-    default: unix:///var/run/docker.sock
   ports:
     description:
       - The TCP ports whose listening sockets C(ports) reports (a boot asks for the head's API port and the
@@ -219,6 +214,8 @@ options:
         take. A GPU that does not answer in time is reported as such, not waited for.
     type: int
     default: 20
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
 attributes:
   check_mode:
     support: full
@@ -631,9 +628,9 @@ elapsed_ms:
   type: float
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DEFAULT_DOCKER_HOST
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST
 from ansible_collections.dgxspark.cluster.plugins.module_utils._files import relative_paths
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
     DEFAULT_LOG_PATH,
@@ -674,7 +671,7 @@ def main() -> None:
             "disk_paths": {"type": "list", "elements": "str", "default": []},
             "services": {"type": "list", "elements": "str", "default": []},
             "container_name": {"type": "str", "default": DEFAULT_CONTAINER_NAME},
-            "docker_host": {"type": "str", "default": DEFAULT_DOCKER_HOST, "fallback": (env_fallback, ["DOCKER_HOST"])},
+            **DOCKER_HOST,
             "proc_root": {"type": "path", "default": "/proc"},
             "sys_root": {"type": "path", "default": "/sys"},
             "nvidia_smi": {"type": "path"},

@@ -116,15 +116,13 @@ options:
     description: Who boots, kept in the journal a pause writes (the controller's user, or the AWX user).
     type: str
     default: ""
-  docker_host:
-    description: The Docker engine's socket URL (for O(rank_container)).
-    type: str
-    default: unix:///var/run/docker.sock
   timeout:
     description: Seconds each systemctl call and each question to the guard may take (bounded by coreutils
       C(timeout) where the node has it).
     type: int
     default: 90
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
 attributes:
   check_mode:
     support: full
@@ -233,7 +231,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _journal
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import engine_at
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import parse_meminfo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError, start_rank
@@ -297,15 +296,11 @@ class Node:
             return None
 
     def rank(self, container: str) -> dict:
-        engine = DockerEngine(socket_path(self.module.params["docker_host"]), 5.0)
-        try:
+        with engine_at(self.module.params["docker_host"], 5.0) as engine:
             return rank_health(engine, container, None)
-        finally:
-            engine.close()
 
     def stop(self, remove: bool, stop_timeout: int, save_dir: str | None, log_lines: int) -> dict:
-        engine = DockerEngine(socket_path(self.module.params["docker_host"]), float(stop_timeout) + 30)
-        try:
+        with engine_at(self.module.params["docker_host"], float(stop_timeout) + 30) as engine:
             return stop_ranks(
                 engine,
                 remove=remove,
@@ -314,15 +309,10 @@ class Node:
                 log_lines=log_lines,
                 check_mode=self.module.check_mode,
             )
-        finally:
-            engine.close()
 
     def start(self, container: str, spec_sha256: str) -> dict:
-        engine = DockerEngine(socket_path(self.module.params["docker_host"]), float(self.module.params["timeout"]))
-        try:
+        with engine_at(self.module.params["docker_host"], float(self.module.params["timeout"])) as engine:
             return start_rank(engine, name=container, spec_sha256=spec_sha256, check_mode=self.module.check_mode)
-        finally:
-            engine.close()
 
 
 def run(module: AnsibleModule, node: Node) -> dict:
@@ -491,7 +481,7 @@ def main() -> None:
             "rank_container": {"type": "str"},
             "start_rank": {"type": "bool", "default": False},
             "spec_sha256": {"type": "str"},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+            **DOCKER_HOST,
             "timeout": {"type": "int", "default": 90},
             "journal": {"type": "path", "default": _journal.DEFAULT_PATH},
             "journal_by": {"type": "str", "default": ""},

@@ -67,7 +67,7 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import RANK_CONTAINER, refuse_on_host
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import RANK_CONTAINER, refuse_on_host
 
 
 def main() -> None:

@@ -186,7 +186,7 @@ elapsed_ms:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._action_specs import (
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import (
     SERVING_PROFILE,
     SERVING_PROFILE_ONE_OF,
     refuse_on_host,

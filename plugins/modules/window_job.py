@@ -74,10 +74,8 @@ options:
     description: How many of the job's last log lines to return.
     type: int
     default: 20
-  docker_host:
-    description: The Docker engine's socket URL.
-    type: str
-    default: unix:///var/run/docker.sock
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
 attributes:
   check_mode:
     support: full
@@ -137,7 +135,7 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST, module_engine
 from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import Job, WindowJobError, run_job
 
 
@@ -155,41 +153,35 @@ def main() -> None:
             "stop_timeout": {"type": "int", "default": 10},
             "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/windows"},
             "log_lines": {"type": "int", "default": 20},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
+            **DOCKER_HOST,
         },
         supports_check_mode=True,
     )
     params = module.params
     if params["timeout_s"] < 1:
         module.fail_json(msg=f"timeout_s: at least 1 second, found {params['timeout_s']}")
-    try:
-        path = socket_path(params["docker_host"])
-    except ValueError as error:
-        module.fail_json(msg=str(error))
-    engine = DockerEngine(path, float(params["stop_timeout"]) + 30)
-    try:
-        job = Job(
-            name=params["name"],
-            image=params["image"],
-            command=params["command"],
-            env={str(key): str(value) for key, value in params["env"].items()},
-            volumes=params["volumes"],
-            gpus=params["gpus"],
-            network_mode=params["network_mode"],
-        )
-        result = run_job(
-            engine,
-            job,
-            timeout_s=float(params["timeout_s"]),
-            stop_timeout=params["stop_timeout"],
-            save_dir=params["save_dir"] or None,
-            log_lines=params["log_lines"],
-            check_mode=module.check_mode,
-        )
-    except WindowJobError as error:
-        module.fail_json(msg=str(error), outcome=None, container=f"dgxspark-window-{params['name']}")
-    finally:
-        engine.close()
+    with module_engine(module, float(params["stop_timeout"]) + 30) as engine:
+        try:
+            job = Job(
+                name=params["name"],
+                image=params["image"],
+                command=params["command"],
+                env={str(key): str(value) for key, value in params["env"].items()},
+                volumes=params["volumes"],
+                gpus=params["gpus"],
+                network_mode=params["network_mode"],
+            )
+            result = run_job(
+                engine,
+                job,
+                timeout_s=float(params["timeout_s"]),
+                stop_timeout=params["stop_timeout"],
+                save_dir=params["save_dir"] or None,
+                log_lines=params["log_lines"],
+                check_mode=module.check_mode,
+            )
+        except WindowJobError as error:
+            module.fail_json(msg=str(error), outcome=None, container=f"dgxspark-window-{params['name']}")
     module.exit_json(**result)
 
 

@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Each action plugin whose stub passes a spec to AnsibleModule takes that spec from module_utils/_action_specs.py:
+"""Each action plugin whose stub passes a spec to AnsibleModule takes that spec from module_utils/_specs.py:
 what validate-modules holds to the documentation is what the action validates the task's arguments with."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import importlib
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils import _action_specs
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _specs
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _inventory
 
 ACTIONS = {
-    "boot_preflight": _action_specs.BOOT_PREFLIGHT,
-    "image_stream": _action_specs.IMAGE_STREAM,
-    "memguard_plan": _action_specs.MEMGUARD_PLAN,
-    "rank_container": _action_specs.RANK_CONTAINER,
-    "serving_profile": _action_specs.SERVING_PROFILE,
+    "boot_preflight": _specs.BOOT_PREFLIGHT,
+    "image_stream": _specs.IMAGE_STREAM,
+    "memguard_plan": _specs.MEMGUARD_PLAN,
+    "rank_container": _specs.RANK_CONTAINER,
+    "serving_profile": _specs.SERVING_PROFILE,
 }
 PLUGINS = "ansible_collections.dgxspark.cluster.plugins."
 
@@ -54,4 +54,4 @@ def test_the_stub_passes_the_spec_and_refuses_to_run_on_a_host(name: str, monkey
 
 
 def test_the_default_groups_are_the_inventorys() -> None:
-    assert (_action_specs.HEAD_GROUP, _action_specs.WORKERS_GROUP) == (_inventory.HEAD_GROUP, _inventory.WORKERS_GROUP)
+    assert (_specs.HEAD_GROUP, _specs.WORKERS_GROUP) == (_inventory.HEAD_GROUP, _inventory.WORKERS_GROUP)

@@ -1,15 +1,17 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The argument specs of the action plugins whose stub in plugins/modules/ passes them to AnsibleModule.
+"""Argument specs that more than one of the collection's plugins takes, each written here once.
 
-ansible-test's validate-modules runs a module file and holds the argument spec its ``AnsibleModule`` gets to
-the module's documentation (names, types, defaults, choices). An action plugin's stub in ``plugins/modules/``
-that only holds documentation is not checked that way; one whose ``main`` builds an ``AnsibleModule`` with the
-action's spec is. Each spec lives here once: the action plugin (controller) and its stub both import it. Here,
-because a module may import module_utils only, and the controller may import module_utils too.
+- The specs of the action plugins whose stub in ``plugins/modules/`` passes them to ``AnsibleModule``.
+  ansible-test's validate-modules runs a module file and holds the argument spec its ``AnsibleModule`` gets to
+  the module's documentation (names, types, defaults, choices); a stub that only holds documentation is not
+  checked that way. The action plugin (controller) and its stub both import the spec from here.
+- :data:`ENDPOINT`, the OpenAI endpoint's options that ``bench_run`` (an action) takes and passes on to each
+  ``bench_load`` step (a module); the ``dgxspark.cluster.endpoint`` doc fragment documents them.
 
-Only dicts and one small function: importing this costs the controller nothing worth measuring (see
-plugin_utils/_lazy.py for why that matters). No Ansible imports.
+Here because a module may import module_utils only, and the controller may import module_utils too. Only dicts
+and one small function: importing this costs the controller nothing worth measuring (plugin_utils/_lazy.py says
+why that matters). No Ansible imports.
 """
 
 from __future__ import annotations
@@ -99,6 +101,17 @@ SERVING_PROFILE = {
 }
 # what the action checks itself (its own message), and the stub declares for validate-modules
 SERVING_PROFILE_ONE_OF = {"required_one_of": [("src", "content")], "mutually_exclusive": [("src", "content")]}
+
+# the OpenAI endpoint a benchmark sends to, and how (bench_run passes these to every bench_load step)
+ENDPOINT = {
+    "url": {"type": "str", "required": True},
+    "model": {"type": "str", "required": True},
+    "api": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
+    "api_key": {"type": "str", "no_log": True},
+    "api_key_file": {"type": "str", "no_log": False},
+    "ca_file": {"type": "str"},
+    "validate_certs": {"type": "bool", "default": True},
+}
 
 
 def refuse_on_host(module: Any, name: str) -> None:
