@@ -1,6 +1,6 @@
 # Copyright: dgxspark.cluster maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The option of the collection's modules that ask the node's Docker engine: its socket."""
+"""What the collection's modules that ask the node's Docker engine share: the engine's socket, and the platform."""
 
 from __future__ import annotations
 
@@ -16,4 +16,9 @@ options:
       - The module asks the engine's API over this socket itself (no docker CLI, no community.docker).
     type: str
     default: unix:///var/run/docker.sock
+attributes:
+  platform:
+    support: full
+    platforms: posix
+    description: A node with a Docker engine.
 """

@@ -90,13 +90,11 @@ options:
     type: int
 extends_documentation_fragment:
   - dgxspark.cluster.endpoint
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: full
     description: Sends nothing in check mode and says so.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

@@ -42,13 +42,12 @@ options:
     description: Where procfs is mounted (tests point it elsewhere).
     type: path
     default: /proc
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: full
     description: Samples nothing in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

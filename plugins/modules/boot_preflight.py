@@ -96,17 +96,12 @@ options:
         required: true
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
+  - dgxspark.cluster.attributes
+  - dgxspark.cluster.attributes.read_only
+  - dgxspark.cluster.attributes.controller
 attributes:
   check_mode:
-    support: full
     description: Read-only; in check mode the result also says what a boot would do (C(would)).
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
 seealso:
   - module: dgxspark.cluster.serving_profile
   - module: dgxspark.cluster.node_facts

@@ -68,13 +68,10 @@ options:
     description: Where sysfs is read (a test points it at a fixture tree).
     type: path
     default: /sys
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes
+  - dgxspark.cluster.attributes.read_only
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same under C(--check).
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

@@ -70,6 +70,8 @@ options:
         is RV(differences) and RV(key_missing) only.
     type: dict
     default: {}
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes.controller
 attributes:
   check_mode:
     support: full
@@ -77,10 +79,6 @@ attributes:
   diff_mode:
     support: none
     description: Changes nothing on a node.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
 notes:
   - Use C(no_log) on the task, as the memguard role does; C(config) and C(texts.config) hold the guards' key.
 seealso:

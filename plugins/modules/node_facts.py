@@ -216,19 +216,15 @@ options:
     default: 20
 extends_documentation_fragment:
   - dgxspark.cluster.docker
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: full
     description: Runs the same under C(--check), but never writes the C(weights) section's cache of hashes.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no difference to show.
   facts:
     support: full
     description: Sets C(ansible_facts.dgxspark_node).
   platform:
-    support: full
-    platforms: posix
     description: Linux nodes (procfs and sysfs); built for DGX Spark (GB10), runs anywhere.
 seealso:
   - module: ansible.builtin.setup

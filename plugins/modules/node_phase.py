@@ -131,8 +131,6 @@ attributes:
     support: none
     description: The C(helpers) and C(guard) results say what changed.
   platform:
-    support: full
-    platforms: posix
     description: A node with systemd (and a Docker engine, for O(rank_container)).
 seealso:
   - module: dgxspark.cluster.node_facts

@@ -51,17 +51,8 @@ options:
     default: 0
 extends_documentation_fragment:
   - dgxspark.cluster.docker
-attributes:
-  check_mode:
-    support: full
-    description: Read-only.
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  platform:
-    support: full
-    platforms: posix
-    description: A node with a Docker engine.
+  - dgxspark.cluster.attributes
+  - dgxspark.cluster.attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -49,10 +49,6 @@ attributes:
   diff_mode:
     support: none
     description: The ranks it stops are its report.
-  platform:
-    support: full
-    platforms: posix
-    description: A node with a Docker engine.
 """
 
 EXAMPLES = r"""

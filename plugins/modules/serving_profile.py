@@ -75,17 +75,9 @@ options:
         type: path
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same under C(--check).
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no difference to show.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
+  - dgxspark.cluster.attributes
+  - dgxspark.cluster.attributes.read_only
+  - dgxspark.cluster.attributes.controller
 seealso:
   - name: Serving profile reference
     description: Every key of the profile, with where its numbers come from.

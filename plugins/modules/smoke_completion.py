@@ -51,13 +51,12 @@ options:
     description: Seconds the whole answer may take.
     type: float
     default: 120
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: none
     description: It sends a request; boots skip it in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

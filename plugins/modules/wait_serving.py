@@ -62,13 +62,12 @@ options:
     description: Log lines returned when it fails.
     type: int
     default: 20
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: none
     description: It waits for a boot; a check run has nothing to wait for.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix

@@ -83,10 +83,6 @@ attributes:
   diff_mode:
     support: none
     description: The job's record is its report.
-  platform:
-    support: full
-    platforms: posix
-    description: A node with a Docker engine.
 """
 
 EXAMPLES = r"""
