@@ -75,11 +75,13 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Wait for the head to serve
+- name: Wait for the head to serve, every rank at once, stopping when any rank is gone
   dgxspark.cluster.wait_serving:
     container: vllm_dsv41
-    api: http://127.0.0.1:8000
-    timeout: 900
+    api: "{{ 'https://127.0.0.1:8000' if inventory_hostname == 'spark-head' else omit }}"
+    ca_file: "{{ '/etc/dgxspark/tls/api.crt' if inventory_hostname == 'spark-head' else omit }}"
+    head: spark-head
+    rank: "{{ dgxspark_rank }}"
 """
 
 RETURN = r"""
