@@ -15,12 +15,15 @@ attributes:
     description: Changes nothing.
 """
 
-    # dgxspark.cluster.attributes.read_only: check mode changes nothing, for the plugin never changes anything
+    # dgxspark.cluster.attributes.read_only: the plugin never changes anything - check mode runs as usual, no diff
     READ_ONLY = r"""
 attributes:
   check_mode:
     support: full
     description: Read-only; runs the same under C(--check).
+  diff_mode:
+    support: none
+    description: Changes nothing.
 """
 
     # dgxspark.cluster.attributes.controller: an action plugin that runs on the controller alone

@@ -22,6 +22,9 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names imp
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 REDACTED = "<redacted>"
+# How much longer than its stop timeout a request that stops a container may take: the engine answers once the
+# container has exited, after SIGTERM, the timeout and SIGKILL.
+STOP_GRACE_S = 30
 
 
 class DockerEngineError(Exception):
@@ -122,6 +125,12 @@ class DockerEngine:
 
     def close(self) -> None:
         self._connection.close()
+
+
+def stop_wait(stop_timeout: int) -> float:
+    """How long an engine request may take that stops a container with ``stop_timeout``: the timeout for an engine
+    a stop is asked of."""
+    return float(stop_timeout) + STOP_GRACE_S
 
 
 @contextmanager

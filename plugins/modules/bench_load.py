@@ -142,28 +142,27 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._bench_client imp
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import ENDPOINT
 
+ARGUMENT_SPEC = {
+    **ENDPOINT,
+    "mode": {"type": "str", "choices": ["gate", "load", "needle"], "required": True},
+    "concurrency": {"type": "int", "default": 1},
+    "requests": {"type": "int", "default": 100},
+    "ramp": {"type": "float", "default": 0},
+    "first_index": {"type": "int", "default": 0},
+    "prompt_tokens": {"type": "int", "default": 128, "no_log": False},
+    "max_tokens": {"type": "int", "default": 128, "no_log": False},
+    "timeout": {"type": "float", "default": 600},
+    "seed": {"type": "int", "default": 0},
+    "extra_body": {"type": "dict"},
+    "checks": {"type": "list", "elements": "dict", "default": []},
+    "needle_tokens": {"type": "int", "default": 32768, "no_log": False},
+    "needle_depth": {"type": "float", "default": 0.5},
+    "max_model_len": {"type": "int"},
+}
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            **ENDPOINT,
-            "mode": {"type": "str", "choices": ["gate", "load", "needle"], "required": True},
-            "concurrency": {"type": "int", "default": 1},
-            "requests": {"type": "int", "default": 100},
-            "ramp": {"type": "float", "default": 0},
-            "first_index": {"type": "int", "default": 0},
-            "prompt_tokens": {"type": "int", "default": 128, "no_log": False},
-            "max_tokens": {"type": "int", "default": 128, "no_log": False},
-            "timeout": {"type": "float", "default": 600},
-            "seed": {"type": "int", "default": 0},
-            "extra_body": {"type": "dict"},
-            "checks": {"type": "list", "elements": "dict", "default": []},
-            "needle_tokens": {"type": "int", "default": 32768, "no_log": False},
-            "needle_depth": {"type": "float", "default": 0.5},
-            "max_model_len": {"type": "int"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if module.check_mode:
         module.exit_json(changed=False, msg=f"check mode: no {params['mode']} request was sent")
@@ -193,19 +192,12 @@ def main() -> None:
             module.exit_json(
                 changed=False, gate=run_gate(endpoint, params["model"], params["checks"], params["timeout"], extra)
             )
+        # what every request of a level or a needle shares
+        sent = {"timeout": params["timeout"], "seed": params["seed"], "extra": extra}
         if params["mode"] == "load":
+            size = (params["concurrency"], params["requests"], params["prompt_tokens"], params["max_tokens"])
             level = run_level(
-                endpoint,
-                params["model"],
-                params["concurrency"],
-                params["requests"],
-                params["prompt_tokens"],
-                params["max_tokens"],
-                params["timeout"],
-                params["seed"],
-                extra=extra,
-                ramp=params["ramp"],
-                first_index=params["first_index"],
+                endpoint, params["model"], *size, ramp=params["ramp"], first_index=params["first_index"], **sent
             )
             module.exit_json(changed=False, level=level)
         needle = run_needle(
@@ -213,10 +205,8 @@ def main() -> None:
             params["model"],
             params["needle_tokens"],
             params["needle_depth"],
-            params["seed"],
-            params["timeout"],
-            extra=extra,
             max_model_len=params["max_model_len"],
+            **sent,
         )
         module.exit_json(changed=False, needle=needle)
     except ValueError as error:

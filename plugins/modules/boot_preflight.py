@@ -96,7 +96,6 @@ options:
         required: true
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
-  - dgxspark.cluster.attributes
   - dgxspark.cluster.attributes.read_only
   - dgxspark.cluster.attributes.controller
 attributes:
@@ -221,10 +220,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import BOOT_PREFLIGHT, refuse_on_host
 
-
-def main() -> None:
-    refuse_on_host(AnsibleModule(argument_spec=BOOT_PREFLIGHT, supports_check_mode=True), "boot_preflight")
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(AnsibleModule(argument_spec=BOOT_PREFLIGHT, supports_check_mode=True), "boot_preflight")

@@ -46,7 +46,6 @@ options:
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
   - dgxspark.cluster.cluster.profile
-  - dgxspark.cluster.attributes
   - dgxspark.cluster.attributes.read_only
   - dgxspark.cluster.attributes.controller
 seealso:

@@ -130,10 +130,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import IMAGE_STREAM, refuse_on_host
 
-
-def main() -> None:
-    refuse_on_host(AnsibleModule(argument_spec=IMAGE_STREAM, supports_check_mode=True), "image_stream")
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(AnsibleModule(argument_spec=IMAGE_STREAM, supports_check_mode=True), "image_stream")

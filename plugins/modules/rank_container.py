@@ -69,10 +69,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import RANK_CONTAINER, refuse_on_host
 
-
-def main() -> None:
-    refuse_on_host(AnsibleModule(argument_spec=RANK_CONTAINER, supports_check_mode=True), "rank_container")
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(AnsibleModule(argument_spec=RANK_CONTAINER, supports_check_mode=True), "rank_container")

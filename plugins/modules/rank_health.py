@@ -51,7 +51,6 @@ options:
     default: 0
 extends_documentation_fragment:
   - dgxspark.cluster.docker
-  - dgxspark.cluster.attributes
   - dgxspark.cluster.attributes.read_only
 """
 
@@ -85,7 +84,7 @@ oom_killed:
   returned: always
   type: bool
 log_tail:
-  description: Its last log lines.
+  description: Its last O(log_lines) log lines.
   returned: always
   type: list
   elements: str
@@ -128,21 +127,20 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._bench_client imp
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST, module_engine
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
 
+ARGUMENT_SPEC = {
+    "container": {"type": "str", "required": True},
+    "api": {"type": "str"},
+    "api_key_file": {"type": "str", "no_log": False},
+    "ca_file": {"type": "str"},
+    "log_lines": {"type": "int", "default": 1},
+    "timeout": {"type": "float", "default": 5},
+    "wait": {"type": "float", "default": 0},
+    **DOCKER_HOST,
+}
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "container": {"type": "str", "required": True},
-            "api": {"type": "str"},
-            "api_key_file": {"type": "str", "no_log": False},
-            "ca_file": {"type": "str"},
-            "log_lines": {"type": "int", "default": 1},
-            "timeout": {"type": "float", "default": 5},
-            "wait": {"type": "float", "default": 0},
-            **DOCKER_HOST,
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     try:
         api_key = read_api_key(params["api_key_file"]) if params["api"] and params["api_key_file"] else None

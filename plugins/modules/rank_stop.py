@@ -89,11 +89,11 @@ ranks:
       returned: always
       type: int
     oom_killed:
-      description: The kernel's OOM killer ended it.
+      description: The kernel's OOM killer ended it, before the stop.
       returned: always
       type: bool
     log_tail:
-      description: Its last log lines.
+      description: Its last O(log_lines) log lines (the saved record keeps 200).
       returned: always
       type: list
       elements: str
@@ -119,23 +119,17 @@ removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import stop_wait
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST, module_engine
-from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError, stop_ranks
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import STOP_OPTIONS, RankStopError, stop_ranks
+
+ARGUMENT_SPEC = {**STOP_OPTIONS, **DOCKER_HOST}
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "remove": {"type": "bool", "default": True},
-            "stop_timeout": {"type": "int", "default": 10},
-            "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/ranks"},
-            "log_lines": {"type": "int", "default": 20},
-            **DOCKER_HOST,
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    with module_engine(module, float(params["stop_timeout"]) + 30) as engine:
+    with module_engine(module, stop_wait(params["stop_timeout"])) as engine:
         try:
             result = stop_ranks(
                 engine,

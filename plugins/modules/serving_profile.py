@@ -75,7 +75,6 @@ options:
         type: path
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
-  - dgxspark.cluster.attributes
   - dgxspark.cluster.attributes.read_only
   - dgxspark.cluster.attributes.controller
 seealso:
@@ -184,13 +183,9 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import (
     refuse_on_host,
 )
 
-
-def main() -> None:
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
+if __name__ == "__main__":
     refuse_on_host(
         AnsibleModule(argument_spec=SERVING_PROFILE, **SERVING_PROFILE_ONE_OF, supports_check_mode=True),
         "serving_profile",
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -20,7 +20,7 @@ author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
   container:
-    description: The rank's container name.
+    description: The name of the rank's container on the task's host (the head's where O(api) is given).
     type: str
     required: true
   api:

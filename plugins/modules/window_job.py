@@ -131,32 +131,32 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import stop_wait
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST, module_engine
 from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import Job, WindowJobError, run_job
 
+ARGUMENT_SPEC = {
+    "name": {"type": "str", "required": True},
+    "image": {"type": "str", "required": True},
+    "command": {"type": "list", "elements": "str", "required": True},
+    "env": {"type": "dict", "default": {}},
+    "volumes": {"type": "list", "elements": "str", "default": []},
+    "gpus": {"type": "bool", "default": True},
+    "network_mode": {"type": "str", "choices": ["host", "bridge", "none"], "default": "host"},
+    "timeout_s": {"type": "int", "default": 3600},
+    "stop_timeout": {"type": "int", "default": 10},
+    "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/windows"},
+    "log_lines": {"type": "int", "default": 20},
+    **DOCKER_HOST,
+}
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "name": {"type": "str", "required": True},
-            "image": {"type": "str", "required": True},
-            "command": {"type": "list", "elements": "str", "required": True},
-            "env": {"type": "dict", "default": {}},
-            "volumes": {"type": "list", "elements": "str", "default": []},
-            "gpus": {"type": "bool", "default": True},
-            "network_mode": {"type": "str", "choices": ["host", "bridge", "none"], "default": "host"},
-            "timeout_s": {"type": "int", "default": 3600},
-            "stop_timeout": {"type": "int", "default": 10},
-            "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/windows"},
-            "log_lines": {"type": "int", "default": 20},
-            **DOCKER_HOST,
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if params["timeout_s"] < 1:
         module.fail_json(msg=f"timeout_s: at least 1 second, found {params['timeout_s']}")
-    with module_engine(module, float(params["stop_timeout"]) + 30) as engine:
+    with module_engine(module, stop_wait(params["stop_timeout"])) as engine:
         try:
             job = Job(
                 name=params["name"],
