@@ -122,6 +122,7 @@ EXAMPLES = r"""
     requests: 100
     needle_tokens: 32768
     results_dir: "{{ inventory_dir }}/.bench"
+  register: bench
 """
 
 RETURN = r"""

@@ -53,9 +53,9 @@ def _parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
     def check(value: str) -> bool:
         try:
             parse(value)
+            return True
         except ValueError:
             return False
-        return True
 
     return check
 
