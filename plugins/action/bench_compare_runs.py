@@ -14,33 +14,26 @@ import os
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 
 display = Display()
 
-ARGUMENT_SPEC = {
-    "results_dir": {"type": "path"},
-    "baseline": {"type": "path"},
-    "candidate": {"type": "path"},
-    "threshold": {"type": "float", "default": 3.0},
-    "alpha": {"type": "float", "default": 0.05},
-    "fail_on_regression": {"type": "bool", "default": True},
-}
 
+class ActionModule(ValidatedAction):
+    ARGUMENT_SPEC = {
+        "results_dir": {"type": "path"},
+        "baseline": {"type": "path"},
+        "candidate": {"type": "path"},
+        "threshold": {"type": "float", "default": 3.0},
+        "alpha": {"type": "float", "default": 0.05},
+        "fail_on_regression": {"type": "bool", "default": True},
+    }
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars or {})
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         baseline, candidate = args["baseline"], args["candidate"]
         if not (baseline and candidate):
             if not args["results_dir"]:

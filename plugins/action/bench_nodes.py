@@ -13,29 +13,22 @@ import os
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 
 display = Display()
 
-ARGUMENT_SPEC = {
-    "run_dir": {"type": "path", "required": True},
-    "monitors": {"type": "dict", "required": True},
-}
 
+class ActionModule(ValidatedAction):
+    ARGUMENT_SPEC = {
+        "run_dir": {"type": "path", "required": True},
+        "monitors": {"type": "dict", "required": True},
+    }
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars or {})
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         path = os.path.join(args["run_dir"], "results.json")
         try:
             results = _bench.load_results(path)

@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import ENDPOINT
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 
 display = Display()
 
@@ -28,51 +29,39 @@ DEFAULT_GATE = [
     {"name": "arithmetic", "prompt": "What is 17 + 25? Answer with the number.", "expect": r"\b42\b"},
 ]
 
-ARGUMENT_SPEC = {
-    "url": {"type": "str", "required": True},
-    "model": {"type": "str", "required": True},
-    "api": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
-    "api_key": {"type": "str", "no_log": True},
-    "api_key_file": {"type": "str", "no_log": False},
-    "ca_file": {"type": "str"},
-    "validate_certs": {"type": "bool", "default": True},
-    "levels": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
-    "requests": {"type": "int", "default": 100},
-    "prompt_tokens": {"type": "int", "default": 128},
-    "max_tokens": {"type": "int", "default": 128},
-    "warmup_requests": {"type": "int", "default": 8},
-    "ramp": {"type": "float", "default": 0},
-    "timeout": {"type": "float", "default": 600},
-    "seed": {"type": "int", "default": 0},
-    "extra_body": {"type": "dict"},
-    "gate": {"type": "list", "elements": "dict"},
-    "needle_tokens": {"type": "int", "default": 0},
-    "needle_depth": {"type": "float", "default": 0.5},
-    "max_model_len": {"type": "int"},
-    "bursts": {"type": "list", "elements": "int", "default": [4, 6]},
-    "burst_max_tokens": {"type": "int", "default": 512},
-    "progress_every": {"type": "int", "default": 25},
-    "slos": {"type": "list", "elements": "dict"},
-    "results_dir": {"type": "path", "required": True},
-    "label": {"type": "str", "default": ""},
-    "identity": {"type": "dict", "default": {}},
-}
-
 # Answer tokens the needle asks for (bench_load's run_needle): the haystack and these must fit max_model_len.
 NEEDLE_ANSWER_TOKENS = 64
 # The client's own event loop waking this late (p99) means its timestamps are late too.
 LAG_WARN_MS = 5.0
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(ValidatedAction):
+    _requires_connection = True
+    ARGUMENT_SPEC = {
+        **ENDPOINT,
+        "levels": {"type": "list", "elements": "int", "default": [1, 2, 4, 8]},
+        "requests": {"type": "int", "default": 100},
+        "prompt_tokens": {"type": "int", "default": 128},
+        "max_tokens": {"type": "int", "default": 128},
+        "warmup_requests": {"type": "int", "default": 8},
+        "ramp": {"type": "float", "default": 0},
+        "timeout": {"type": "float", "default": 600},
+        "seed": {"type": "int", "default": 0},
+        "extra_body": {"type": "dict"},
+        "gate": {"type": "list", "elements": "dict"},
+        "needle_tokens": {"type": "int", "default": 0},
+        "needle_depth": {"type": "float", "default": 0.5},
+        "max_model_len": {"type": "int"},
+        "bursts": {"type": "list", "elements": "int", "default": [4, 6]},
+        "burst_max_tokens": {"type": "int", "default": 512},
+        "progress_every": {"type": "int", "default": 25},
+        "slos": {"type": "list", "elements": "dict"},
+        "results_dir": {"type": "path", "required": True},
+        "label": {"type": "str", "default": ""},
+        "identity": {"type": "dict", "default": {}},
+    }
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         levels = args["levels"]
         if not levels or any(level < 1 for level in levels) or len(set(levels)) != len(levels):
             raise AnsibleActionFail(f"levels must be distinct concurrencies of at least 1, got {levels}")
@@ -107,18 +96,7 @@ class ActionModule(ActionBase):
             return result
         display.display(f"bench: {plan}")
 
-        common = {
-            "url": args["url"],
-            "model": args["model"],
-            "api": args["api"],
-            "api_key": args["api_key"],
-            "api_key_file": args["api_key_file"],
-            "ca_file": args["ca_file"],
-            "validate_certs": args["validate_certs"],
-            "timeout": args["timeout"],
-            "seed": args["seed"],
-            "extra_body": args["extra_body"],
-        }
+        common = {name: args[name] for name in (*ENDPOINT, "timeout", "seed", "extra_body")}
         started_at = _now()
         workload = {
             "prompt_tokens": args["prompt_tokens"],

@@ -10,53 +10,22 @@ import socket
 import time
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import BOOT_PREFLIGHT
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_preflight, _memguard
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    GROUPS_ARGUMENT_SPEC,
     connects_to,
     hosts_from_inventory,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import bind
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
 
-ARGUMENT_SPEC = {
-    "planned": {"type": "dict", "required": True},
-    "facts": {"type": "dict", "required": True},
-    "replace": {"type": "bool", "default": False},
-    "skip": {"type": "list", "elements": "str", "default": []},
-    "clear_trip": {"type": "bool", "default": False},
-    "candidate": {"type": "bool", "default": False},
-    "release": {"type": "str"},
-    "by": {"type": "str"},
-    "fabric_settings": {"type": "dict", "default": {}},
-    # the memory guard's role's settings (its vars/main.yml memguard_plan_settings) and the peers' key: what the role
-    # would change on each node is worked out here, from the facts, with the rest
-    "memguard": {
-        "type": "dict",
-        "options": {
-            "settings": {"type": "dict", "required": True},
-            "key": {"type": "str", "default": "", "no_log": True},
-            "key_file": {"type": "path", "required": True},
-        },
-    },
-    "cluster_groups": GROUPS_ARGUMENT_SPEC,
-}
 
+class ActionModule(ValidatedAction):
+    ARGUMENT_SPEC = BOOT_PREFLIGHT  # the one spec, which the module stub documents (module_utils/_specs.py)
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         named = args["cluster_groups"]  # the cluster's groups: head, workers
-        result["changed"] = False
         planned, facts = args["planned"], args["facts"]
         unknown = sorted(set(args["skip"]) - set(CHECKS))
         if unknown:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     DEFAULT_PREFIX,
     plan_shares,
@@ -20,30 +19,21 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
 
-ARGUMENT_SPEC = {
-    "src": {"type": "path", "required": True},
-    "shape": {"type": "str"},
-    "host": {"type": "str"},
-    "topology": {"type": "str", "choices": ["triangle", "ring", "switch"]},
-    "mtu": {"type": "int"},
-    "prefix": {"type": "int", "default": DEFAULT_PREFIX},
-    "link_speed_mbps": {"type": "int"},
-    "cluster_groups": GROUPS_ARGUMENT_SPEC,
-}
 
+class ActionModule(ValidatedAction):
+    ARGUMENT_SPEC = {
+        "src": {"type": "path", "required": True},
+        "shape": {"type": "str"},
+        "host": {"type": "str"},
+        "topology": {"type": "str", "choices": ["triangle", "ring", "switch"]},
+        "mtu": {"type": "int"},
+        "prefix": {"type": "int", "default": DEFAULT_PREFIX},
+        "link_speed_mbps": {"type": "int"},
+        "cluster_groups": GROUPS_ARGUMENT_SPEC,
+    }
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         named = args["cluster_groups"]  # the cluster's groups: head, workers
-        result["changed"] = False
         host = args["host"] or task_vars.get("inventory_hostname")
         hosts, _both = hosts_from_inventory(
             task_vars.get("hostvars", {}), task_vars.get("groups", {}), named["head"], named["workers"]

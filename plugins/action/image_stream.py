@@ -10,25 +10,15 @@ import subprocess
 from typing import Any
 
 from ansible import constants as C
-from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import connection_loader
 from ansible.utils.display import Display
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import IMAGE_STREAM
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _image_transfer as transfer
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 
 display = Display()
 
-ARGUMENT_SPEC = {
-    "source": {"type": "str"},
-    "image_id": {"type": "str", "required": True},
-    "names": {"type": "list", "elements": "str", "default": []},
-    "pull": {"type": "str", "default": ""},
-    "size": {"type": "int"},
-    "timeout": {"type": "int", "default": 3600},
-    "idle_timeout": {"type": "int", "default": 300},
-    "progress_every": {"type": "float", "default": 10},
-    "docker": {"type": "str", "default": "docker"},
-}
 # The ssh connection plugin's options a stream uses, as Ansible resolves them for a host (its variables, then
 # ansible.cfg and the environment, then the plugin's defaults).
 SSH_OPTIONS = (
@@ -47,11 +37,8 @@ SSH_OPTIONS = (
 )
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(ValidatedAction):
+    ARGUMENT_SPEC = IMAGE_STREAM
 
     def _endpoint(self, host: str, hostvars: Any) -> dict[str, Any]:
         """How to reach ``host``: its ssh connection options and its become settings, from its variables."""
@@ -88,10 +75,7 @@ class ActionModule(ActionBase):
         }
         return endpoint
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         host = str(task_vars.get("inventory_hostname"))
         image_id = args["image_id"]
         pull = args["pull"]

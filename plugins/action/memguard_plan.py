@@ -10,8 +10,8 @@ import string
 import tempfile
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import MEMGUARD_PLAN
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
     SETTINGS,
@@ -25,32 +25,14 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import 
     script_sha256,
 )
 
-ARGUMENT_SPEC = {
-    "host_section": {"type": "dict", "required": True},
-    "container_name": {"type": "str", "default": ""},
-    "settings": {"type": "dict", "required": True},
-    "hosts": {"type": "list", "elements": "str"},
-    "key": {"type": "str", "default": "", "no_log": True},
-    "key_file": {"type": "path", "required": True},
-    "key_create": {"type": "bool", "default": True},
-    "node_facts": {"type": "dict", "default": {}},
-    "node_facts_by_host": {"type": "dict", "default": {}},
-}
 KEY_LENGTH = 40
 KEY_CHARS = string.ascii_letters + string.digits
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(ValidatedAction):
+    ARGUMENT_SPEC = MEMGUARD_PLAN
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        result["changed"] = False
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         host = str(task_vars.get("inventory_hostname"))
         settings = args["settings"]
         missing = [name for name in SETTINGS if name not in settings]

@@ -12,27 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import RANK_CONTAINER
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import PARAMETERS
 
-ARGUMENT_SPEC = {
-    "params": {"type": "dict", "required": True},
-    "state": {"type": "str", "choices": ["created", "started"], "default": "started"},
-    "recreate": {"type": "bool", "default": False},
-}
 MODULE = "community.docker.docker_container"
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(ValidatedAction):
+    _requires_connection = True
+    ARGUMENT_SPEC = RANK_CONTAINER
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         params = args["params"]
         unknown = sorted(str(key) for key in params if key not in PARAMETERS)
         if unknown:

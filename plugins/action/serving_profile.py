@@ -9,15 +9,14 @@ import os
 import time
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import SERVING_PROFILE
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import (
     fabric_expectation_with,
     fabric_settings_by_host,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import plan_shares
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    GROUPS_ARGUMENT_SPEC,
     hosts_from_inventory,
     other_clusters_hosts,
 )
@@ -26,40 +25,13 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import buil
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import parse_profile, select_shape
 
-ARGUMENT_SPEC = {
-    "src": {"type": "path"},
-    "content": {"type": "str"},
-    "shape": {"type": "str"},
-    "hosts": {"type": "list", "elements": "str"},
-    "cluster_groups": GROUPS_ARGUMENT_SPEC,
-    "discovered": {"type": "dict"},
-    # the fabric role's settings (its vars/main.yml fabric_fact_settings): given, the plan also names what node_facts
-    # reads of each host for the role's converge-from-facts
-    "fabric_settings": {
-        "type": "dict",
-        "options": {
-            "backend": {"type": "str", "default": "auto"},
-            "networkd_dir": {"type": "path"},
-            "netplan_dir": {"type": "path"},
-            "sysctl_dir": {"type": "path"},
-        },
-    },
-}
 
+class ActionModule(ValidatedAction):
+    ARGUMENT_SPEC = SERVING_PROFILE  # the one spec, which the module stub documents (module_utils/_specs.py)
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
-    _supports_async = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         named = args["cluster_groups"]  # the cluster's groups: head, workers
         started, started_at = time.perf_counter(), time.time()
-        result["changed"] = False
         if (args["src"] is None) == (args["content"] is None):
             result.update(failed=True, msg="give the profile as src (a file) or as content (its text), one of them")
             return result

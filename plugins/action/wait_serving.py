@@ -26,22 +26,11 @@ from typing import Any
 
 from ansible import context
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-display = Display()
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 
-ARGUMENT_SPEC = {
-    "container": {"type": "str", "required": True},
-    "api": {"type": "str"},
-    "api_key_file": {"type": "str", "no_log": False},
-    "ca_file": {"type": "str"},
-    "head": {"type": "str"},
-    "rank": {"type": "int"},
-    "timeout": {"type": "int", "default": 900},
-    "interval": {"type": "float", "default": 5},
-    "log_lines": {"type": "int", "default": 20},
-}
+display = Display()
 
 # How often a waiting rank reads the other ranks' state files between two looks at its own container.
 PEER_POLL_SECONDS = 0.25
@@ -52,15 +41,22 @@ FINAL = ("served", "failed", "gone", "ended")
 HEAD_LOOK_SECONDS = 1.0
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(ValidatedAction):
+    _requires_connection = True
     _supports_check_mode = False
-    _supports_async = False
+    ARGUMENT_SPEC = {
+        "container": {"type": "str", "required": True},
+        "api": {"type": "str"},
+        "api_key_file": {"type": "str", "no_log": False},
+        "ca_file": {"type": "str"},
+        "head": {"type": "str"},
+        "rank": {"type": "int"},
+        "timeout": {"type": "int", "default": 900},
+        "interval": {"type": "float", "default": 5},
+        "log_lines": {"type": "int", "default": 20},
+    }
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         host = task_vars.get("inventory_hostname", "?")
         head = args["head"]
         if head is None and not args["api"]:

@@ -1,12 +1,24 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Docker engine's state, read from its API over the Unix socket (no docker CLI processes).
+"""The collection's node-side Docker engine client: the engine's API over its Unix socket, standard library only.
 
-Four GET requests on one connection, all documented in the Docker Engine API (unversioned paths, so the
-daemon answers in its own API version): ``/version``, ``/containers/json?all=1`` (names, image references
-and image IDs, state, labels as a map), ``/images/json`` and ``/containers/<name>/json`` for the serving
-container (404 when it does not exist). The docker CLI would need three processes for the same (``ps``
-cannot print image IDs, so ``inspect`` on top) and flattens labels into one comma-joined string.
+node_facts reads the engine's state with it: four GET requests on one connection, all documented in the Docker
+Engine API (unversioned paths, so the daemon answers in its own API version): ``/version``,
+``/containers/json?all=1`` (names, image references and image IDs, state, labels as a map), ``/images/json`` and
+``/containers/<name>/json`` for the serving container (404 when it does not exist). The docker CLI would need three
+processes for the same (``ps`` cannot print image IDs, so ``inspect`` on top) and flattens labels into one
+comma-joined string.
+
+Why a client of the collection's own beside community.docker (docs/development.md, "Docker clients"): the
+modules that use it - node_facts, node_phase, rank_health, rank_stop, window_job (and _rank_start.py,
+_rank_stop.py, _window_job.py) - each do their Docker work inside one module call on the node, beside work no
+community.docker module does: node_facts reads the whole node in one round trip; node_phase stops or starts the
+ranks in the same call that pauses or resumes the helpers and sets the memory guard; rank_health polls the head every
+0.25 s on the node; rank_stop finds the ranks by label whatever the profile says and confirms that none runs after;
+window_job runs a job to its end. community.docker's modules are a module call each, and its API modules need
+Python's requests on the node, where module_utils is standard library only. The ranks themselves are created
+with community.docker.docker_container (the rank_container action, the vllm_container role), because the plan
+renders a rank as docker_container's parameters and the profile's docker_run_args are judged in its terms.
 """
 
 from __future__ import annotations
@@ -14,13 +26,17 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 from urllib.parse import quote
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 REDACTED = "<redacted>"
+# How much longer than its stop timeout a request that stops a container may take: the engine answers once the
+# container has exited, after SIGTERM, the timeout and SIGKILL.
+STOP_GRACE_S = 30
 
 
 class DockerEngineError(Exception):
@@ -121,6 +137,23 @@ class DockerEngine:
 
     def close(self) -> None:
         self._connection.close()
+
+
+def stop_wait(stop_timeout: int) -> float:
+    """How long an engine request may take that stops a container with ``stop_timeout``: the timeout for an engine
+    a stop is asked of."""
+    return float(stop_timeout) + STOP_GRACE_S
+
+
+@contextmanager
+def engine_at(docker_host: str, timeout: float) -> Iterator[DockerEngine]:
+    """The engine on ``docker_host``'s socket (``ValueError`` when that is not a ``unix://`` URL), closed when the
+    block ends. Nothing is asked until the block asks."""
+    engine = DockerEngine(socket_path(docker_host), timeout)
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 def _message(data: Any) -> str:

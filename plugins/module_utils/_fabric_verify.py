@@ -150,20 +150,15 @@ def parse_ping(rc: int, stdout: str, stderr: str) -> dict[str, Any]:
     return result
 
 
+@dataclass
 class Verifier:
-    def __init__(
-        self,
-        plan: Plan,
-        settings: Settings,
-        run: Runner,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.plan = plan
-        self.settings = settings
-        self.run = run
-        self.sleep = sleep
-        self.clock = clock
+    """Checks the node against ``plan`` with ``settings``, running commands through ``run``."""
+
+    plan: Plan
+    settings: Settings
+    run: Runner
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
 
     # ---------------------------------------------------------------- state
     def read_state(self) -> LiveState:

@@ -17,6 +17,7 @@ section's own cache of the hashes it took (never in check mode).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -648,42 +649,30 @@ def gather(
     gatherer = _Gatherer(options, run, engine_factory, wall)
     wanted = set(options.sections)
     node: dict[str, Any] = {}
-    if "memory" in wanted:
-        node["memory"] = gatherer.memory()
-    if "kernel" in wanted:
-        node["kernel"] = gatherer.kernel()
-    if "gpu" in wanted:
-        node["gpu"] = gatherer.gpu()
-    if wanted & {"rdma", "fabric"}:
-        rdma = gatherer.rdma()
-        if "rdma" in wanted:
-            node["rdma"] = rdma
-        if "fabric" in wanted:
-            node["fabric"] = gatherer.fabric(rdma)
-    if "docker" in wanted:
-        node["docker"] = gatherer.docker()
-    if "limits" in wanted:
-        node["limits"] = gatherer.limits()
-    if "disk" in wanted:
-        node["disk"] = gatherer.disk()
-    if "services" in wanted:
-        node["services"] = gatherer.services()
-    if "memguard" in wanted:
-        node["memguard"] = gatherer.memguard()
-    if "ports" in wanted:
-        node["ports"] = gatherer.ports(node.get("docker"))
-    if "files" in wanted:
-        node["files"] = gatherer.watched_files()
-    if "releases" in wanted:
-        node["releases"] = releases_facts(options.releases_dir)
-    if "weights" in wanted:
-        node["weights"] = gatherer.weights(clock)
-    if "secrets" in wanted:
-        node["secrets"] = gatherer.secret_files()
-    if "ranks" in wanted:
-        node["ranks"] = gatherer.ranks()
-    if "journal" in wanted:
-        node["journal"] = journal_facts(options.journal_path)
+    rdma = functools.lru_cache(maxsize=None)(gatherer.rdma)  # the fabric section reads it too: asked once
+    # a reader per section, called in SECTIONS' order (ports reads what docker found)
+    readers: dict[str, Callable[[], Any]] = {
+        "memory": gatherer.memory,
+        "kernel": gatherer.kernel,
+        "gpu": gatherer.gpu,
+        "rdma": rdma,
+        "fabric": lambda: gatherer.fabric(rdma()),
+        "docker": gatherer.docker,
+        "limits": gatherer.limits,
+        "disk": gatherer.disk,
+        "services": gatherer.services,
+        "memguard": gatherer.memguard,
+        "ports": lambda: gatherer.ports(node.get("docker")),
+        "files": gatherer.watched_files,
+        "releases": lambda: releases_facts(options.releases_dir),
+        "weights": lambda: gatherer.weights(clock),
+        "secrets": gatherer.secret_files,
+        "ranks": gatherer.ranks,
+        "journal": lambda: journal_facts(options.journal_path),
+    }
+    for section in SECTIONS:
+        if section in wanted:
+            node[section] = readers[section]()
     node["sections"] = [section for section in SECTIONS if section in wanted]
     node["problems"] = gatherer.problems
     node["elapsed_ms"] = round((clock() - start) * 1000, 1)

@@ -10,6 +10,12 @@ container the plan created. The container must carry the collection's rank label
 container's own (Docker answers an all-hex name that names no container with an ID-prefix match). After the
 start the engine is asked again: a rank that exited at once fails here with its exit code and log tail.
 No Ansible imports.
+
+Why not community.docker.docker_container, which created the container (docs/development.md, "Docker clients"):
+the start is one step of node_phase's single call on the node - after the helpers' pause and the guard armed,
+nothing started when either failed, one round trip per node (changelogs/fragments/12-fewer-steps.yml) - where
+docker_container would be a module call, and a round trip, of its own; and it starts only the container the plan
+created, checked as above, which docker_container does not check.
 """
 
 from __future__ import annotations

@@ -32,6 +32,15 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _RECORD = re.compile(r"^([A-Za-z0-9_.-]+)-(\d{8}T\d{6}Z)\.json$")
 
 
+# The options of a stop (rank_stop's, and node_phase's stop_ranks), as an argument spec: stop_ranks' own keywords.
+STOP_OPTIONS = {
+    "remove": {"type": "bool", "default": True},
+    "stop_timeout": {"type": "int", "default": 10},
+    "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/ranks"},
+    "log_lines": {"type": "int", "default": 20},
+}
+
+
 class RankStopError(Exception):
     """A rank could not be stopped or removed, or the engine could not be asked."""
 

@@ -45,6 +45,8 @@ options:
     description: Fail the task when the verdict is not V(pass).
     type: bool
     default: true
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes.controller
 attributes:
   check_mode:
     support: full
@@ -52,10 +54,6 @@ attributes:
   diff_mode:
     support: none
     description: Changes nothing on any host.
-  platform:
-    support: full
-    platforms: posix
-    description: The controller.
 """
 
 EXAMPLES = r"""

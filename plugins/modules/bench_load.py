@@ -22,34 +22,6 @@ description:
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
-  url:
-    description: The API's base URL as this host reaches it, such as V(http://127.0.0.1:8000) (C(/v1) is added).
-    type: str
-    required: true
-  model:
-    description: The served model name to ask for.
-    type: str
-    required: true
-  api:
-    description: V(chat) for C(/v1/chat/completions), V(completions) for C(/v1/completions).
-    type: str
-    choices: [chat, completions]
-    default: chat
-  api_key:
-    description: "Sent as C(Authorization: Bearer <key>) when set."
-    type: str
-  api_key_file:
-    description:
-      - A file on this host holding the key (the profile's C(container.api.api_key_file)), read there and sent as
-        O(api_key) is; the key is then never an argument or a result. O(api_key) wins when both are given.
-    type: str
-  ca_file:
-    description: With an C(https) O(url), the PEM file (on this host) the server's certificate is checked against.
-    type: str
-  validate_certs:
-    description: Check the server's certificate (https only).
-    type: bool
-    default: true
   mode:
     description: Which step to run.
     type: str
@@ -116,13 +88,13 @@ options:
         and the server's own (its C(/tokenize) or C(/v1/models) answer) applies. A needle that does not fit is
         refused (C(refused) true) and nothing is sent.
     type: int
+extends_documentation_fragment:
+  - dgxspark.cluster.endpoint
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: full
     description: Sends nothing in check mode and says so.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix
@@ -168,35 +140,29 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._bench_client imp
     run_level,
     run_needle,
 )
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import ENDPOINT
+
+ARGUMENT_SPEC = {
+    **ENDPOINT,
+    "mode": {"type": "str", "choices": ["gate", "load", "needle"], "required": True},
+    "concurrency": {"type": "int", "default": 1},
+    "requests": {"type": "int", "default": 100},
+    "ramp": {"type": "float", "default": 0},
+    "first_index": {"type": "int", "default": 0},
+    "prompt_tokens": {"type": "int", "default": 128, "no_log": False},
+    "max_tokens": {"type": "int", "default": 128, "no_log": False},
+    "timeout": {"type": "float", "default": 600},
+    "seed": {"type": "int", "default": 0},
+    "extra_body": {"type": "dict"},
+    "checks": {"type": "list", "elements": "dict", "default": []},
+    "needle_tokens": {"type": "int", "default": 32768, "no_log": False},
+    "needle_depth": {"type": "float", "default": 0.5},
+    "max_model_len": {"type": "int"},
+}
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "model": {"type": "str", "required": True},
-            "api": {"type": "str", "choices": ["chat", "completions"], "default": "chat"},
-            "api_key": {"type": "str", "no_log": True},
-            "api_key_file": {"type": "str", "no_log": False},
-            "ca_file": {"type": "str"},
-            "validate_certs": {"type": "bool", "default": True},
-            "mode": {"type": "str", "choices": ["gate", "load", "needle"], "required": True},
-            "concurrency": {"type": "int", "default": 1},
-            "requests": {"type": "int", "default": 100},
-            "ramp": {"type": "float", "default": 0},
-            "first_index": {"type": "int", "default": 0},
-            "prompt_tokens": {"type": "int", "default": 128, "no_log": False},
-            "max_tokens": {"type": "int", "default": 128, "no_log": False},
-            "timeout": {"type": "float", "default": 600},
-            "seed": {"type": "int", "default": 0},
-            "extra_body": {"type": "dict"},
-            "checks": {"type": "list", "elements": "dict", "default": []},
-            "needle_tokens": {"type": "int", "default": 32768, "no_log": False},
-            "needle_depth": {"type": "float", "default": 0.5},
-            "max_model_len": {"type": "int"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if module.check_mode:
         module.exit_json(changed=False, msg=f"check mode: no {params['mode']} request was sent")
@@ -226,19 +192,12 @@ def main() -> None:
             module.exit_json(
                 changed=False, gate=run_gate(endpoint, params["model"], params["checks"], params["timeout"], extra)
             )
+        # what every request of a level or a needle shares
+        sent = {"timeout": params["timeout"], "seed": params["seed"], "extra": extra}
         if params["mode"] == "load":
+            size = (params["concurrency"], params["requests"], params["prompt_tokens"], params["max_tokens"])
             level = run_level(
-                endpoint,
-                params["model"],
-                params["concurrency"],
-                params["requests"],
-                params["prompt_tokens"],
-                params["max_tokens"],
-                params["timeout"],
-                params["seed"],
-                extra=extra,
-                ramp=params["ramp"],
-                first_index=params["first_index"],
+                endpoint, params["model"], *size, ramp=params["ramp"], first_index=params["first_index"], **sent
             )
             module.exit_json(changed=False, level=level)
         needle = run_needle(
@@ -246,10 +205,8 @@ def main() -> None:
             params["model"],
             params["needle_tokens"],
             params["needle_depth"],
-            params["seed"],
-            params["timeout"],
-            extra=extra,
             max_model_len=params["max_model_len"],
+            **sent,
         )
         module.exit_json(changed=False, needle=needle)
     except ValueError as error:

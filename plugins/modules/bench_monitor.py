@@ -42,13 +42,12 @@ options:
     description: Where procfs is mounted (tests point it elsewhere).
     type: path
     default: /proc
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: full
     description: Samples nothing in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix
@@ -101,19 +100,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_monitor import mem_available, monitor
 from ansible_collections.dgxspark.cluster.plugins.module_utils._nvidia_smi import query_argv
 
+ARGUMENT_SPEC = {
+    "stop_file": {"type": "path", "required": True},
+    "interval": {"type": "float", "default": 0.5},
+    "gpu_interval": {"type": "float", "default": 5},
+    "max_seconds": {"type": "float", "default": 7200},
+    "nvidia_smi": {"type": "path"},
+    "proc_root": {"type": "path", "default": "/proc"},
+}
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "stop_file": {"type": "path", "required": True},
-            "interval": {"type": "float", "default": 0.5},
-            "gpu_interval": {"type": "float", "default": 5},
-            "max_seconds": {"type": "float", "default": 7200},
-            "nvidia_smi": {"type": "path"},
-            "proc_root": {"type": "path", "default": "/proc"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if params["interval"] <= 0 or params["gpu_interval"] < 0 or params["max_seconds"] <= 0:
         module.fail_json(msg="interval and max_seconds must be more than 0, gpu_interval 0 or more")

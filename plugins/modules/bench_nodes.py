@@ -31,6 +31,8 @@ options:
         C({error - why}) for a node whose monitor gave nothing.
     type: dict
     required: true
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes.controller
 attributes:
   check_mode:
     support: full
@@ -38,10 +40,6 @@ attributes:
   diff_mode:
     support: none
     description: Writes the run's own files only.
-  platform:
-    support: full
-    platforms: posix
-    description: The controller.
 """
 
 EXAMPLES = r"""

@@ -25,35 +25,6 @@ description:
 author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
-  url:
-    description: The API's base URL as the client host reaches it (C(/v1) is added).
-    type: str
-    required: true
-  model:
-    description: The served model name.
-    type: str
-    required: true
-  api:
-    description: V(chat) or V(completions).
-    type: str
-    choices: [chat, completions]
-    default: chat
-  api_key:
-    description: "Sent as C(Authorization: Bearer <key>) when set."
-    type: str
-  api_key_file:
-    description:
-      - A file on the host this task runs on holding the key (the profile's C(container.api.api_key_file)), read
-        there and sent as O(api_key) is; the key is then never an argument or a result. O(api_key) wins when both
-        are given.
-    type: str
-  ca_file:
-    description: With an C(https) O(url), the PEM file (on the host this task runs on) the server is checked against.
-    type: str
-  validate_certs:
-    description: Check the server's certificate (https only).
-    type: bool
-    default: true
   levels:
     description: Concurrency levels, run from the lowest.
     type: list
@@ -127,6 +98,8 @@ options:
     description: What is benchmarked - profile, profile_hash, shape, model, hosts, image_ids - kept in the results.
     type: dict
     default: {}
+extends_documentation_fragment:
+  - dgxspark.cluster.endpoint
 attributes:
   check_mode:
     support: full
@@ -149,6 +122,7 @@ EXAMPLES = r"""
     requests: 100
     needle_tokens: 32768
     results_dir: "{{ inventory_dir }}/.bench"
+  register: bench
 """
 
 RETURN = r"""

@@ -50,6 +50,22 @@ options:
     description: A tripped memory guard is cleared by this boot (C(boot_clear_trip)), so the trip does not FAIL.
     type: bool
     default: false
+  candidate:
+    description:
+      - The boot serves a profile other than the promoted release's, as a candidate release (C(boot_candidate),
+        which C(playbooks/promote.yml) sets). Without it such a boot FAILs the C(release) check.
+    type: bool
+    default: false
+  release:
+    description:
+      - Roll back to this release, by its id (C(boot_release), which C(playbooks/rollback.yml) sets). Left out or
+        empty - an ordinary boot.
+    type: str
+  by:
+    description:
+      - Who boots, kept in the release the boot records (the result's C(release.by)). Left out - the AWX user
+        who launched the job, else the controller's user at its host name.
+    type: str
   fabric_settings:
     description:
       - Each host's fabric role settings the difference depends on, C(backend), C(networkd_dir), C(netplan_dir)
@@ -81,17 +97,11 @@ options:
         required: true
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
+  - dgxspark.cluster.attributes.read_only
+  - dgxspark.cluster.attributes.controller
 attributes:
   check_mode:
-    support: full
     description: Read-only; in check mode the result also says what a boot would do (C(would)).
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
 seealso:
   - module: dgxspark.cluster.serving_profile
   - module: dgxspark.cluster.node_facts
@@ -214,33 +224,8 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import BOOT_PREFLIGHT, refuse_on_host
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "planned": {"type": "dict", "required": True},
-            "facts": {"type": "dict", "required": True},
-            "replace": {"type": "bool", "default": False},
-            "skip": {"type": "list", "elements": "str", "default": []},
-            "clear_trip": {"type": "bool", "default": False},
-            "fabric_settings": {"type": "dict", "default": {}},
-            "memguard": {
-                "type": "dict",
-                "options": {
-                    "settings": {"type": "dict", "required": True},
-                    "key": {"type": "str", "default": "", "no_log": True},
-                    "key_file": {"type": "path", "required": True},
-                },
-            },
-            "cluster_groups": {"type": "dict", "options": {"head": {"type": "str"}, "workers": {"type": "str"}}},
-        },
-        supports_check_mode=True,
-    )
-    module.fail_json(
-        msg="dgxspark.cluster.boot_preflight runs on the controller as an action plugin; "
-        "it cannot run as a module on a host"
-    )
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(AnsibleModule(argument_spec=BOOT_PREFLIGHT, supports_check_mode=True), "boot_preflight")

@@ -46,17 +46,8 @@ options:
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
   - dgxspark.cluster.cluster.profile
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same under C(--check).
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
+  - dgxspark.cluster.attributes.read_only
+  - dgxspark.cluster.attributes.controller
 seealso:
   - module: dgxspark.cluster.fabric_verify
 """

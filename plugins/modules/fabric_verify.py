@@ -68,13 +68,9 @@ options:
     description: Where sysfs is read (a test points it at a fixture tree).
     type: path
     default: /sys
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes.read_only
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same under C(--check).
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix
@@ -151,22 +147,21 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.cluster.plugins.module_utils._fabric_verify import Plan, Settings, Verifier
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import make_runner
 
+ARGUMENT_SPEC = {
+    "plan": {"type": "dict", "required": True},
+    "link_speed_mbps": {"type": "int", "default": 0},
+    "require_rdma": {"type": "bool", "default": False},
+    "ping": {"type": "bool", "default": True},
+    "ping_count": {"type": "int", "default": 3},
+    "ping_deadline": {"type": "int", "default": 3},
+    "wait": {"type": "float", "default": 0},
+    "fail_on_problems": {"type": "bool", "default": True},
+    "sys_root": {"type": "path", "default": "/sys"},
+}
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "plan": {"type": "dict", "required": True},
-            "link_speed_mbps": {"type": "int", "default": 0},
-            "require_rdma": {"type": "bool", "default": False},
-            "ping": {"type": "bool", "default": True},
-            "ping_count": {"type": "int", "default": 3},
-            "ping_deadline": {"type": "int", "default": 3},
-            "wait": {"type": "float", "default": 0},
-            "fail_on_problems": {"type": "bool", "default": True},
-            "sys_root": {"type": "path", "default": "/sys"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     try:
         plan = Plan.from_dict(params["plan"])

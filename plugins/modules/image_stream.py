@@ -128,27 +128,8 @@ pulled:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import IMAGE_STREAM, refuse_on_host
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "source": {"type": "str"},
-            "image_id": {"type": "str", "required": True},
-            "names": {"type": "list", "elements": "str", "default": []},
-            "pull": {"type": "str", "default": ""},
-            "size": {"type": "int"},
-            "timeout": {"type": "int", "default": 3600},
-            "idle_timeout": {"type": "int", "default": 300},
-            "progress_every": {"type": "float", "default": 10},
-            "docker": {"type": "str", "default": "docker"},
-        },
-        supports_check_mode=True,
-    )
-    module.fail_json(
-        msg="dgxspark.cluster.image_stream runs on the controller as an action plugin; "
-        "it cannot run as a module on a host"
-    )
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(AnsibleModule(argument_spec=IMAGE_STREAM, supports_check_mode=True), "image_stream")

@@ -70,6 +70,8 @@ options:
         is RV(differences) and RV(key_missing) only.
     type: dict
     default: {}
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes.controller
 attributes:
   check_mode:
     support: full
@@ -77,10 +79,6 @@ attributes:
   diff_mode:
     support: none
     description: Changes nothing on a node.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
 notes:
   - Use C(no_log) on the task, as the memguard role does; C(config) and C(texts.config) hold the guards' key.
 seealso:
@@ -141,27 +139,8 @@ differences:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import MEMGUARD_PLAN, refuse_on_host
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "host_section": {"type": "dict", "required": True},
-            "container_name": {"type": "str", "default": ""},
-            "settings": {"type": "dict", "required": True},
-            "hosts": {"type": "list", "elements": "str"},
-            "key": {"type": "str", "default": "", "no_log": True},
-            "key_file": {"type": "path", "required": True},
-            "key_create": {"type": "bool", "default": True},
-            "node_facts": {"type": "dict", "default": {}},
-            "node_facts_by_host": {"type": "dict", "default": {}},
-        },
-        supports_check_mode=True,
-    )
-    module.fail_json(
-        msg="dgxspark.cluster.memguard_plan runs on the controller as an action plugin; "
-        "it cannot run as a module on a host"
-    )
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(AnsibleModule(argument_spec=MEMGUARD_PLAN, supports_check_mode=True), "memguard_plan")

@@ -123,11 +123,6 @@ options:
         environment with secret-looking values redacted, limits, mounts). Empty to skip.
     type: str
     default: vllm_dsv41
-  docker_host:
-    description:
-      - The Docker engine's socket, as a C(unix://) URL. Falls back to the E(DOCKER_HOST) environment variable.
-    type: str
-    default: unix:///var/run/docker.sock
   ports:
     description:
       - The TCP ports whose listening sockets C(ports) reports (a boot asks for the head's API port and the
@@ -219,19 +214,17 @@ options:
         take. A GPU that does not answer in time is reported as such, not waited for.
     type: int
     default: 20
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: full
     description: Runs the same under C(--check), but never writes the C(weights) section's cache of hashes.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no difference to show.
   facts:
     support: full
     description: Sets C(ansible_facts.dgxspark_node).
   platform:
-    support: full
-    platforms: posix
     description: Linux nodes (procfs and sysfs); built for DGX Spark (GB10), runs anywhere.
 seealso:
   - module: ansible.builtin.setup
@@ -631,9 +624,9 @@ elapsed_ms:
   type: float
 """
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DEFAULT_DOCKER_HOST
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST
 from ansible_collections.dgxspark.cluster.plugins.module_utils._files import relative_paths
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import (
     DEFAULT_LOG_PATH,
@@ -659,44 +652,43 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._weights_manifest
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._weights_manifest import DEFAULT_HASH_SECONDS
 
+ARGUMENT_SPEC = {
+    "sections": {
+        "type": "list",
+        "elements": "str",
+        "choices": list(SECTIONS),
+        "default": list(DEFAULT_SECTIONS),
+    },
+    "fabric_interfaces": {"type": "list", "elements": "str"},
+    "weights_path": {"type": "path"},
+    "disk_paths": {"type": "list", "elements": "str", "default": []},
+    "services": {"type": "list", "elements": "str", "default": []},
+    "container_name": {"type": "str", "default": DEFAULT_CONTAINER_NAME},
+    **DOCKER_HOST,
+    "proc_root": {"type": "path", "default": "/proc"},
+    "sys_root": {"type": "path", "default": "/sys"},
+    "nvidia_smi": {"type": "path"},
+    "systemctl": {"type": "path"},
+    "ip_bin": {"type": "path"},
+    "timeout": {"type": "int", "default": 20},
+    "ports": {"type": "list", "elements": "int", "default": []},
+    "files": {"type": "list", "elements": "str", "default": []},
+    # paths of the secrets' files, not secrets: node_facts never reads them
+    "secret_files": {"type": "list", "elements": "str", "default": [], "no_log": False},
+    "memguard_state_path": {"type": "path", "default": DEFAULT_STATE_PATH},
+    "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
+    "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
+    "releases_dir": {"type": "path", "default": DEFAULT_RELEASES_DIR},
+    "rank_records_dir": {"type": "path", "default": DEFAULT_RANK_RECORDS_DIR},
+    "rank_log_lines": {"type": "int", "default": 20},
+    "journal_path": {"type": "path", "default": DEFAULT_JOURNAL_PATH},
+    "weights_hash_seconds": {"type": "float", "default": DEFAULT_HASH_SECONDS},
+    "weights_cache_dir": {"type": "path", "default": DEFAULT_WEIGHTS_CACHE_DIR},
+}
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "sections": {
-                "type": "list",
-                "elements": "str",
-                "choices": list(SECTIONS),
-                "default": list(DEFAULT_SECTIONS),
-            },
-            "fabric_interfaces": {"type": "list", "elements": "str"},
-            "weights_path": {"type": "path"},
-            "disk_paths": {"type": "list", "elements": "str", "default": []},
-            "services": {"type": "list", "elements": "str", "default": []},
-            "container_name": {"type": "str", "default": DEFAULT_CONTAINER_NAME},
-            "docker_host": {"type": "str", "default": DEFAULT_DOCKER_HOST, "fallback": (env_fallback, ["DOCKER_HOST"])},
-            "proc_root": {"type": "path", "default": "/proc"},
-            "sys_root": {"type": "path", "default": "/sys"},
-            "nvidia_smi": {"type": "path"},
-            "systemctl": {"type": "path"},
-            "ip_bin": {"type": "path"},
-            "timeout": {"type": "int", "default": 20},
-            "ports": {"type": "list", "elements": "int", "default": []},
-            "files": {"type": "list", "elements": "str", "default": []},
-            # paths of the secrets' files, not secrets: node_facts never reads them
-            "secret_files": {"type": "list", "elements": "str", "default": [], "no_log": False},
-            "memguard_state_path": {"type": "path", "default": DEFAULT_STATE_PATH},
-            "memguard_trip_path": {"type": "path", "default": DEFAULT_TRIP_PATH},
-            "memguard_log_path": {"type": "path", "default": DEFAULT_LOG_PATH},
-            "releases_dir": {"type": "path", "default": DEFAULT_RELEASES_DIR},
-            "rank_records_dir": {"type": "path", "default": DEFAULT_RANK_RECORDS_DIR},
-            "rank_log_lines": {"type": "int", "default": 20},
-            "journal_path": {"type": "path", "default": DEFAULT_JOURNAL_PATH},
-            "weights_hash_seconds": {"type": "float", "default": DEFAULT_HASH_SECONDS},
-            "weights_cache_dir": {"type": "path", "default": DEFAULT_WEIGHTS_CACHE_DIR},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if params["timeout"] <= 0:
         module.fail_json(msg=f"timeout must be a positive number of seconds, found {params['timeout']}")

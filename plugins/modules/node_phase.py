@@ -116,15 +116,13 @@ options:
     description: Who boots, kept in the journal a pause writes (the controller's user, or the AWX user).
     type: str
     default: ""
-  docker_host:
-    description: The Docker engine's socket URL (for O(rank_container)).
-    type: str
-    default: unix:///var/run/docker.sock
   timeout:
     description: Seconds each systemctl call and each question to the guard may take (bounded by coreutils
       C(timeout) where the node has it).
     type: int
     default: 90
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
 attributes:
   check_mode:
     support: full
@@ -133,8 +131,6 @@ attributes:
     support: none
     description: The C(helpers) and C(guard) results say what changed.
   platform:
-    support: full
-    platforms: posix
     description: A node with systemd (and a Docker engine, for O(rank_container)).
 seealso:
   - module: dgxspark.cluster.node_facts
@@ -233,11 +229,12 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _journal
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import engine_at, stop_wait
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST
 from ansible_collections.dgxspark.cluster.plugins.module_utils._procfs import parse_meminfo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError, start_rank
-from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError, stop_ranks
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import STOP_OPTIONS, RankStopError, stop_ranks
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
 from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import UNIT_NAME_HINT, not_unit_names
 
@@ -297,15 +294,11 @@ class Node:
             return None
 
     def rank(self, container: str) -> dict:
-        engine = DockerEngine(socket_path(self.module.params["docker_host"]), 5.0)
-        try:
+        with engine_at(self.module.params["docker_host"], 5.0) as engine:
             return rank_health(engine, container, None)
-        finally:
-            engine.close()
 
     def stop(self, remove: bool, stop_timeout: int, save_dir: str | None, log_lines: int) -> dict:
-        engine = DockerEngine(socket_path(self.module.params["docker_host"]), float(stop_timeout) + 30)
-        try:
+        with engine_at(self.module.params["docker_host"], stop_wait(stop_timeout)) as engine:
             return stop_ranks(
                 engine,
                 remove=remove,
@@ -314,15 +307,10 @@ class Node:
                 log_lines=log_lines,
                 check_mode=self.module.check_mode,
             )
-        finally:
-            engine.close()
 
     def start(self, container: str, spec_sha256: str) -> dict:
-        engine = DockerEngine(socket_path(self.module.params["docker_host"]), float(self.module.params["timeout"]))
-        try:
+        with engine_at(self.module.params["docker_host"], float(self.module.params["timeout"])) as engine:
             return start_rank(engine, name=container, spec_sha256=spec_sha256, check_mode=self.module.check_mode)
-        finally:
-            engine.close()
 
 
 def run(module: AnsibleModule, node: Node) -> dict:
@@ -479,32 +467,27 @@ def run(module: AnsibleModule, node: Node) -> dict:
     return result
 
 
+ARGUMENT_SPEC = {
+    "helpers": {"type": "list", "elements": "str", "default": []},
+    "helpers_state": {"type": "str", "choices": ["stopped", "started"], "required": True},
+    "mem_available_min_gib": {"type": "float"},
+    "guard_phase": {"type": "str", "choices": ["idle", "startup", "steady"]},
+    "guard_clear": {"type": "bool", "default": False},
+    "guard_command": {"type": "path", "default": "/usr/local/sbin/dgxspark-memguard"},
+    "rank_container": {"type": "str"},
+    "start_rank": {"type": "bool", "default": False},
+    "spec_sha256": {"type": "str"},
+    **DOCKER_HOST,
+    "timeout": {"type": "int", "default": 90},
+    "journal": {"type": "path", "default": _journal.DEFAULT_PATH},
+    "journal_by": {"type": "str", "default": ""},
+    "stop_ranks": {"type": "dict", "options": STOP_OPTIONS},
+}
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={
-            "helpers": {"type": "list", "elements": "str", "default": []},
-            "helpers_state": {"type": "str", "choices": ["stopped", "started"], "required": True},
-            "mem_available_min_gib": {"type": "float"},
-            "guard_phase": {"type": "str", "choices": ["idle", "startup", "steady"]},
-            "guard_clear": {"type": "bool", "default": False},
-            "guard_command": {"type": "path", "default": "/usr/local/sbin/dgxspark-memguard"},
-            "rank_container": {"type": "str"},
-            "start_rank": {"type": "bool", "default": False},
-            "spec_sha256": {"type": "str"},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
-            "timeout": {"type": "int", "default": 90},
-            "journal": {"type": "path", "default": _journal.DEFAULT_PATH},
-            "journal_by": {"type": "str", "default": ""},
-            "stop_ranks": {
-                "type": "dict",
-                "options": {
-                    "remove": {"type": "bool", "default": True},
-                    "stop_timeout": {"type": "int", "default": 10},
-                    "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/ranks"},
-                    "log_lines": {"type": "int", "default": 20},
-                },
-            },
-        },
+        argument_spec=ARGUMENT_SPEC,
         required_if=[("start_rank", True, ("rank_container", "spec_sha256"))],
         supports_check_mode=True,
     )

@@ -67,21 +67,8 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import RANK_CONTAINER, refuse_on_host
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "params": {"type": "dict", "required": True},
-            "state": {"type": "str", "choices": ["created", "started"], "default": "started"},
-            "recreate": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
-    module.fail_json(
-        msg="dgxspark.cluster.rank_container runs on the controller as an action plugin; "
-        "it cannot run as a module on a host"
-    )
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(AnsibleModule(argument_spec=RANK_CONTAINER, supports_check_mode=True), "rank_container")

@@ -49,21 +49,9 @@ options:
         container stops, its API refuses the look for good (RV(refused)), or this many seconds passed. 0 looks once.
     type: float
     default: 0
-  docker_host:
-    description: The Docker engine's socket URL.
-    type: str
-    default: unix:///var/run/docker.sock
-attributes:
-  check_mode:
-    support: full
-    description: Read-only.
-  diff_mode:
-    support: none
-    description: Changes nothing.
-  platform:
-    support: full
-    platforms: posix
-    description: A node with a Docker engine.
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
+  - dgxspark.cluster.attributes.read_only
 """
 
 EXAMPLES = r"""
@@ -96,7 +84,7 @@ oom_killed:
   returned: always
   type: bool
 log_tail:
-  description: Its last log lines.
+  description: Its last O(log_lines) log lines.
   returned: always
   type: list
   elements: str
@@ -136,29 +124,24 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._bench_client import read_api_key, tls_context
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST, module_engine
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health import rank_health
+
+ARGUMENT_SPEC = {
+    "container": {"type": "str", "required": True},
+    "api": {"type": "str"},
+    "api_key_file": {"type": "str", "no_log": False},
+    "ca_file": {"type": "str"},
+    "log_lines": {"type": "int", "default": 1},
+    "timeout": {"type": "float", "default": 5},
+    "wait": {"type": "float", "default": 0},
+    **DOCKER_HOST,
+}
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "container": {"type": "str", "required": True},
-            "api": {"type": "str"},
-            "api_key_file": {"type": "str", "no_log": False},
-            "ca_file": {"type": "str"},
-            "log_lines": {"type": "int", "default": 1},
-            "timeout": {"type": "float", "default": 5},
-            "wait": {"type": "float", "default": 0},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    try:
-        path = socket_path(params["docker_host"])
-    except ValueError as error:
-        module.fail_json(msg=str(error))
     try:
         api_key = read_api_key(params["api_key_file"]) if params["api"] and params["api_key_file"] else None
         tls = tls_context(params["ca_file"]) if params["api"] and params["api"].startswith("https:") else None
@@ -166,8 +149,7 @@ def main() -> None:
         module.fail_json(msg=str(error))
     if api_key:
         module.no_log_values.add(api_key)
-    engine = DockerEngine(path, params["timeout"])
-    try:
+    with module_engine(module, params["timeout"]) as engine:
         result = rank_health(
             engine,
             params["container"],
@@ -178,8 +160,6 @@ def main() -> None:
             api_key=api_key,
             tls=tls,
         )
-    finally:
-        engine.close()
     module.exit_json(changed=False, **result)
 
 

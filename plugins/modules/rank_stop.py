@@ -40,10 +40,8 @@ options:
     description: How many of each rank's last log lines to return (the saved record keeps 200).
     type: int
     default: 20
-  docker_host:
-    description: The Docker engine's socket URL.
-    type: str
-    default: unix:///var/run/docker.sock
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
 attributes:
   check_mode:
     support: full
@@ -51,10 +49,6 @@ attributes:
   diff_mode:
     support: none
     description: The ranks it stops are its report.
-  platform:
-    support: full
-    platforms: posix
-    description: A node with a Docker engine.
 """
 
 EXAMPLES = r"""
@@ -95,11 +89,11 @@ ranks:
       returned: always
       type: int
     oom_killed:
-      description: The kernel's OOM killer ended it.
+      description: The kernel's OOM killer ended it, before the stop.
       returned: always
       type: bool
     log_tail:
-      description: Its last log lines.
+      description: Its last O(log_lines) log lines (the saved record keeps 200).
       returned: always
       type: list
       elements: str
@@ -125,40 +119,28 @@ removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
-from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError, stop_ranks
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import stop_wait
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST, module_engine
+from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import STOP_OPTIONS, RankStopError, stop_ranks
+
+ARGUMENT_SPEC = {**STOP_OPTIONS, **DOCKER_HOST}
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "remove": {"type": "bool", "default": True},
-            "stop_timeout": {"type": "int", "default": 10},
-            "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/ranks"},
-            "log_lines": {"type": "int", "default": 20},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    try:
-        path = socket_path(params["docker_host"])
-    except ValueError as error:
-        module.fail_json(msg=str(error))
-    engine = DockerEngine(path, float(params["stop_timeout"]) + 30)
-    try:
-        result = stop_ranks(
-            engine,
-            remove=params["remove"],
-            stop_timeout=params["stop_timeout"],
-            save_dir=params["save_dir"] or None,
-            log_lines=params["log_lines"],
-            check_mode=module.check_mode,
-        )
-    except RankStopError as error:
-        module.fail_json(msg=str(error), ranks=[], stopped=[], removed=[])
-    finally:
-        engine.close()
+    with module_engine(module, stop_wait(params["stop_timeout"])) as engine:
+        try:
+            result = stop_ranks(
+                engine,
+                remove=params["remove"],
+                stop_timeout=params["stop_timeout"],
+                save_dir=params["save_dir"] or None,
+                log_lines=params["log_lines"],
+                check_mode=module.check_mode,
+            )
+        except RankStopError as error:
+            module.fail_json(msg=str(error), ranks=[], stopped=[], removed=[])
     verb = "would stop" if module.check_mode else "stopped"
     result["msg"] = (
         f"{verb} {len(result['stopped'])}, "

@@ -153,23 +153,26 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+ARGUMENT_SPEC = {
+    "operation": {
+        "type": "str",
+        "choices": ["list", "show", "record", "promote", "evidence", "event"],
+        "default": "list",
+    },
+    "id": {"type": "str"},
+    "spec_sha256": {"type": "dict"},
+    "record": {"type": "dict"},
+    "evidence": {"type": "dict"},
+    "event": {"type": "str"},
+    "detail": {"type": "str", "default": ""},
+    "by": {"type": "str", "default": ""},
+    "directory": {"type": "path", "default": _releases.DEFAULT_DIRECTORY},
+}
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={
-            "operation": {
-                "type": "str",
-                "choices": ["list", "show", "record", "promote", "evidence", "event"],
-                "default": "list",
-            },
-            "id": {"type": "str"},
-            "spec_sha256": {"type": "dict"},
-            "record": {"type": "dict"},
-            "evidence": {"type": "dict"},
-            "event": {"type": "str"},
-            "detail": {"type": "str", "default": ""},
-            "by": {"type": "str", "default": ""},
-            "directory": {"type": "path", "default": _releases.DEFAULT_DIRECTORY},
-        },
+        argument_spec=ARGUMENT_SPEC,
         required_if=[
             ("operation", "show", ("id", "spec_sha256"), True),
             ("operation", "record", ("record",)),

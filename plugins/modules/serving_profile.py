@@ -75,17 +75,8 @@ options:
         type: path
 extends_documentation_fragment:
   - dgxspark.cluster.cluster
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same under C(--check).
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no difference to show.
-  platform:
-    support: full
-    platforms: all
-    description: Runs on the controller.
+  - dgxspark.cluster.attributes.read_only
+  - dgxspark.cluster.attributes.controller
 seealso:
   - name: Serving profile reference
     description: Every key of the profile, with where its numbers come from.
@@ -189,35 +180,15 @@ elapsed_ms:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import (
+    SERVING_PROFILE,
+    SERVING_PROFILE_ONE_OF,
+    refuse_on_host,
+)
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "src": {"type": "path"},
-            "content": {"type": "str"},
-            "shape": {"type": "str"},
-            "hosts": {"type": "list", "elements": "str"},
-            "cluster_groups": {"type": "dict", "options": {"head": {"type": "str"}, "workers": {"type": "str"}}},
-            "discovered": {"type": "dict"},
-            "fabric_settings": {
-                "type": "dict",
-                "options": {
-                    "backend": {"type": "str", "default": "auto"},
-                    "networkd_dir": {"type": "path"},
-                    "netplan_dir": {"type": "path"},
-                    "sysctl_dir": {"type": "path"},
-                },
-            },
-        },
-        required_one_of=[("src", "content")],
-        mutually_exclusive=[("src", "content")],
-        supports_check_mode=True,
-    )
-    module.fail_json(
-        msg="dgxspark.cluster.serving_profile runs on the controller as an action plugin; "
-        "it cannot run as a module on a host"
-    )
-
-
+# validate-modules runs this with the spec (module_utils/_specs.py); on a host it fails at once
 if __name__ == "__main__":
-    main()
+    refuse_on_host(
+        AnsibleModule(argument_spec=SERVING_PROFILE, **SERVING_PROFILE_ONE_OF, supports_check_mode=True),
+        "serving_profile",
+    )

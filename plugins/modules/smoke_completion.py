@@ -51,13 +51,12 @@ options:
     description: Seconds the whole answer may take.
     type: float
     default: 120
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: none
     description: It sends a request; boots skip it in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix
@@ -98,21 +97,20 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._bench_client import Endpoint, smoke
 
+ARGUMENT_SPEC = {
+    "url": {"type": "str", "required": True},
+    "api_key_file": {"type": "str", "no_log": False},
+    "ca_file": {"type": "str"},
+    "model": {"type": "str", "required": True},
+    "prompt": {"type": "str", "default": "Count from 1 to 10:"},
+    "expect": {"type": "str", "default": r"1\D+2\D+3\D+4\D+5\D+6\D+7\D+8\D+9\D+10"},
+    "max_tokens": {"type": "int", "default": 32, "no_log": False},
+    "timeout": {"type": "float", "default": 120},
+}
+
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "api_key_file": {"type": "str", "no_log": False},
-            "ca_file": {"type": "str"},
-            "model": {"type": "str", "required": True},
-            "prompt": {"type": "str", "default": "Count from 1 to 10:"},
-            "expect": {"type": "str", "default": r"1\D+2\D+3\D+4\D+5\D+6\D+7\D+8\D+9\D+10"},
-            "max_tokens": {"type": "int", "default": 32, "no_log": False},
-            "timeout": {"type": "float", "default": 120},
-        },
-        supports_check_mode=False,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=False)
     params = module.params
     try:
         endpoint = Endpoint(

@@ -20,7 +20,7 @@ author:
   - dgxspark.cluster maintainers (@dgxspark)
 options:
   container:
-    description: The rank's container name.
+    description: The name of the rank's container on the task's host (the head's where O(api) is given).
     type: str
     required: true
   api:
@@ -62,13 +62,12 @@ options:
     description: Log lines returned when it fails.
     type: int
     default: 20
+extends_documentation_fragment:
+  - dgxspark.cluster.attributes
 attributes:
   check_mode:
     support: none
     description: It waits for a boot; a check run has nothing to wait for.
-  diff_mode:
-    support: none
-    description: Changes nothing.
   platform:
     support: full
     platforms: posix
@@ -76,11 +75,13 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Wait for the head to serve
+- name: Wait for the head to serve, every rank at once, stopping when any rank is gone
   dgxspark.cluster.wait_serving:
     container: vllm_dsv41
-    api: http://127.0.0.1:8000
-    timeout: 900
+    api: "{{ 'https://127.0.0.1:8000' if inventory_hostname == 'spark-head' else omit }}"
+    ca_file: "{{ '/etc/dgxspark/tls/api.crt' if inventory_hostname == 'spark-head' else omit }}"
+    head: spark-head
+    rank: "{{ dgxspark_rank }}"
 """
 
 RETURN = r"""

@@ -74,10 +74,8 @@ options:
     description: How many of the job's last log lines to return.
     type: int
     default: 20
-  docker_host:
-    description: The Docker engine's socket URL.
-    type: str
-    default: unix:///var/run/docker.sock
+extends_documentation_fragment:
+  - dgxspark.cluster.docker
 attributes:
   check_mode:
     support: full
@@ -85,10 +83,6 @@ attributes:
   diff_mode:
     support: none
     description: The job's record is its report.
-  platform:
-    support: full
-    platforms: posix
-    description: A node with a Docker engine.
 """
 
 EXAMPLES = r"""
@@ -137,59 +131,53 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import DockerEngine, socket_path
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import stop_wait
+from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_module import DOCKER_HOST, module_engine
 from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import Job, WindowJobError, run_job
+
+ARGUMENT_SPEC = {
+    "name": {"type": "str", "required": True},
+    "image": {"type": "str", "required": True},
+    "command": {"type": "list", "elements": "str", "required": True},
+    "env": {"type": "dict", "default": {}},
+    "volumes": {"type": "list", "elements": "str", "default": []},
+    "gpus": {"type": "bool", "default": True},
+    "network_mode": {"type": "str", "choices": ["host", "bridge", "none"], "default": "host"},
+    "timeout_s": {"type": "int", "default": 3600},
+    "stop_timeout": {"type": "int", "default": 10},
+    "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/windows"},
+    "log_lines": {"type": "int", "default": 20},
+    **DOCKER_HOST,
+}
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "name": {"type": "str", "required": True},
-            "image": {"type": "str", "required": True},
-            "command": {"type": "list", "elements": "str", "required": True},
-            "env": {"type": "dict", "default": {}},
-            "volumes": {"type": "list", "elements": "str", "default": []},
-            "gpus": {"type": "bool", "default": True},
-            "network_mode": {"type": "str", "choices": ["host", "bridge", "none"], "default": "host"},
-            "timeout_s": {"type": "int", "default": 3600},
-            "stop_timeout": {"type": "int", "default": 10},
-            "save_dir": {"type": "path", "default": "/var/log/dgxspark-cluster/windows"},
-            "log_lines": {"type": "int", "default": 20},
-            "docker_host": {"type": "str", "default": "unix:///var/run/docker.sock"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     if params["timeout_s"] < 1:
         module.fail_json(msg=f"timeout_s: at least 1 second, found {params['timeout_s']}")
-    try:
-        path = socket_path(params["docker_host"])
-    except ValueError as error:
-        module.fail_json(msg=str(error))
-    engine = DockerEngine(path, float(params["stop_timeout"]) + 30)
-    try:
-        job = Job(
-            name=params["name"],
-            image=params["image"],
-            command=params["command"],
-            env={str(key): str(value) for key, value in params["env"].items()},
-            volumes=params["volumes"],
-            gpus=params["gpus"],
-            network_mode=params["network_mode"],
-        )
-        result = run_job(
-            engine,
-            job,
-            timeout_s=float(params["timeout_s"]),
-            stop_timeout=params["stop_timeout"],
-            save_dir=params["save_dir"] or None,
-            log_lines=params["log_lines"],
-            check_mode=module.check_mode,
-        )
-    except WindowJobError as error:
-        module.fail_json(msg=str(error), outcome=None, container=f"dgxspark-window-{params['name']}")
-    finally:
-        engine.close()
+    with module_engine(module, stop_wait(params["stop_timeout"])) as engine:
+        try:
+            job = Job(
+                name=params["name"],
+                image=params["image"],
+                command=params["command"],
+                env={str(key): str(value) for key, value in params["env"].items()},
+                volumes=params["volumes"],
+                gpus=params["gpus"],
+                network_mode=params["network_mode"],
+            )
+            result = run_job(
+                engine,
+                job,
+                timeout_s=float(params["timeout_s"]),
+                stop_timeout=params["stop_timeout"],
+                save_dir=params["save_dir"] or None,
+                log_lines=params["log_lines"],
+                check_mode=module.check_mode,
+            )
+        except WindowJobError as error:
+            module.fail_json(msg=str(error), outcome=None, container=f"dgxspark-window-{params['name']}")
     module.exit_json(**result)
 
 

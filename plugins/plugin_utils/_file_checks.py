@@ -25,10 +25,11 @@ Also the one definition of :data:`IFNAME`, the interface-name allow-list (``_sch
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # an interface name lands in netplan YAML, networkd files and sysctl keys: Linux's IFNAMSIZ (at most 15
 # characters), starting with a letter, digit or _ (no - * or quote), then letters, digits, _ and - (no dot:
@@ -46,28 +47,22 @@ def _mtu(value: str) -> bool:
     return value.isdigit() and 68 <= int(value) <= 65535
 
 
-def _interface_address(value: str) -> bool:
-    try:
-        ipaddress.ip_interface(value)
-    except ValueError:
-        return False
-    return True
+def _parses(parse: Callable[[str], object]) -> Callable[[str], bool]:
+    """A check that ``parse`` takes the value (raises no ValueError)."""
+
+    def check(value: str) -> bool:
+        try:
+            parse(value)
+            return True
+        except ValueError:
+            return False
+
+    return check
 
 
-def _network(value: str) -> bool:
-    try:
-        ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        return False
-    return True
-
-
-def _address(value: str) -> bool:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
+_interface_address = _parses(ipaddress.ip_interface)
+_network = _parses(functools.partial(ipaddress.ip_network, strict=False))
+_address = _parses(ipaddress.ip_address)
 
 
 # section -> key -> what its value must be: what the fabric role renders (plugin_utils/_fabric.py, render_networkd)

@@ -348,6 +348,13 @@ class Transfer:
         return not self.stopped and self.source_rc == 0 and self.sink_rc == 0
 
 
+def _start(argv: Sequence[str], stdin: int) -> subprocess.Popen:
+    """One end of a stream, in a session of its own (so that _stop ends its whole process group)."""
+    return subprocess.Popen(
+        list(argv), stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+
+
 def _stop(process: subprocess.Popen) -> None:
     """End a process and whatever it started (its own session), TERM then KILL."""
     if process.poll() is not None:
@@ -389,24 +396,12 @@ def stream(
     result = Transfer()
     start = time.monotonic()
     try:
-        source = subprocess.Popen(
-            list(source_argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        source = _start(source_argv, subprocess.DEVNULL)
     except OSError as error:
         result.stopped = f"the source could not be started: {error}"
         return result
     try:
-        sink = subprocess.Popen(
-            list(sink_argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        sink = _start(sink_argv, subprocess.PIPE)
     except OSError as error:
         _stop(source)
         result.stopped = f"the sink could not be started: {error}"

@@ -15,23 +15,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import (  # noqa: F401 - re-exported
+    DEFAULT_GROUPS,
+    GROUPS_ARGUMENT_SPEC,
+    HEAD_GROUP,
+    WORKERS_GROUP,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._overrides import OVERRIDES_VAR, origin_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
 
 # The inventory groups of a cluster's head and workers: the one default of the variable that names them
-# (GROUPS_VAR), which every role, playbook and plugin of the collection reads (cluster_groups below).
-HEAD_GROUP = "dgxspark_head"
-WORKERS_GROUP = "dgxspark_workers"
+# (GROUPS_VAR), which every role, playbook and plugin of the collection reads (cluster_groups below); written in
+# module_utils/_specs.py, where the modules' specs can read it too.
 GROUPS_VAR = "dgxspark_cluster_groups"
-DEFAULT_GROUPS = {"head": HEAD_GROUP, "workers": WORKERS_GROUP}
 # What named them before GROUPS_VAR, one variable a group (deprecated; still read where an inventory sets them).
 LEGACY_GROUP_VARS = {"head": "boot_head_group", "workers": "boot_workers_group"}
-# The action plugins' argument that takes GROUPS_VAR's value (serving_profile, fabric_plan, boot_preflight).
-GROUPS_ARGUMENT_SPEC = {
-    "type": "dict",
-    "default": {},
-    "options": {key: {"type": "str", "default": group} for key, group in DEFAULT_GROUPS.items()},
-}
 RANK_VAR = "dgxspark_rank"
 ADDRESS_VAR = "dgxspark_fabric_address"
 CABLING_VAR = "dgxspark_fabric_cabling"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._file_checks import sysctl_problems
@@ -67,11 +67,7 @@ class Finding:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "check": self.check,
-            "status": self.status,
-            "expected": self.expected,
-            "found": self.found,
-            "message": self.message,
+            **{name.name: getattr(self, name.name) for name in fields(self)},
             "fix": self.fix.as_dict() if self.fix else None,
         }
 

@@ -106,24 +106,33 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
     minimum = _int(env, "NCCL_MIN_NCHANNELS", where, out)
     _int(env, "NCCL_IB_GID_INDEX", where, out)
     if nodes >= MANY_RANKS:
-        if channels is None or channels > MAX_CHANNELS_AT_8:
-            out.error(
-                f"{where}.NCCL_MAX_NCHANNELS",
-                f"at {nodes} ranks NCCL's channels must be capped: 64 channels cost ~37 GB per rank, 8 cost ~11 GB",
-                found=env.get("NCCL_MAX_NCHANNELS"),
-                expected=f"<= {MAX_CHANNELS_AT_8}",
-                hint="seed 002 section 4.1 and lesson 1",
-                check="nccl-channels-at-8-ranks",
-            )
-        if buffsize is None or buffsize > MAX_BUFFSIZE_AT_8:
-            out.error(
-                f"{where}.NCCL_BUFFSIZE",
-                f"at {nodes} ranks NCCL's buffers must be 1 MiB to fit",
-                found=env.get("NCCL_BUFFSIZE"),
-                expected=f"<= {MAX_BUFFSIZE_AT_8}",
-                hint="seed 002 section 4.1",
-                check="nccl-buffsize-at-8-ranks",
-            )
+        for name, value, cap, why, hint, check in (
+            (
+                "NCCL_MAX_NCHANNELS",
+                channels,
+                MAX_CHANNELS_AT_8,
+                "NCCL's channels must be capped: 64 channels cost ~37 GB per rank, 8 cost ~11 GB",
+                "seed 002 section 4.1 and lesson 1",
+                "nccl-channels-at-8-ranks",
+            ),
+            (
+                "NCCL_BUFFSIZE",
+                buffsize,
+                MAX_BUFFSIZE_AT_8,
+                "NCCL's buffers must be 1 MiB to fit",
+                "seed 002 section 4.1",
+                "nccl-buffsize-at-8-ranks",
+            ),
+        ):
+            if value is None or value > cap:
+                out.error(
+                    f"{where}.{name}",
+                    f"at {nodes} ranks {why}",
+                    found=env.get(name),
+                    expected=f"<= {cap}",
+                    hint=hint,
+                    check=check,
+                )
     if minimum is not None and channels is not None and minimum > channels:
         out.error(f"{where}.NCCL_MIN_NCHANNELS", "above NCCL_MAX_NCHANNELS", found=minimum, expected=f"<= {channels}")
     _check_seed_values(env, net, where, out)

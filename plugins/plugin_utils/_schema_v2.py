@@ -115,6 +115,12 @@ _flag_list = Node(
     default=[],
 )
 
+
+def _secret_file(doc: str = "", required: bool = False) -> Node:
+    """The path of a file on every node, in the form container.secrets takes (_secrets.SECRET_PATH)."""
+    return Node("string", doc, required=required, pattern=_secrets.SECRET_PATH, pattern_hint=_secrets.SECRET_PATH_HINT)
+
+
 SIZING = Node(
     "object",
     "Scheduler and KV-cache sizing; every rank must agree on all of it.",
@@ -386,7 +392,7 @@ CONTAINER = Node(
             f"stricter; the preflight checks). Each is bound read-only into every rank at {_secrets.SECRETS_DIR}/"
             "<name>; hf_token also sets HF_TOKEN_PATH to it. Only paths are rendered, never a secret's value; "
             "a secret given inline (an environment variable such as HF_TOKEN, --env, --api-key) is refused.",
-            values=Node("string", pattern=_secrets.SECRET_PATH, pattern_hint=_secrets.SECRET_PATH_HINT),
+            values=_secret_file(),
             key_pattern=_secrets.SECRET_NAME,
         ),
         "api": Node(
@@ -403,41 +409,29 @@ CONTAINER = Node(
                     pattern_hint=_api_access.BIND_HINT,
                     examples=("management", "loopback"),
                 ),
-                "api_key_file": Node(
-                    "string",
+                "api_key_file": _secret_file(
                     "A file on every node (root's, 0600) holding the API key: bound read-only at "
                     f"{_secrets.SECRETS_DIR}/{_api_access.KEY_SECRET} and checked like container.secrets; the head's "
                     "container reads it into VLLM_API_KEY with a small sh wrapper and execs the engine, so the key "
-                    "is in no argv, no docker inspect and no plan. Clients send Authorization: Bearer <key>.",
-                    pattern=_secrets.SECRET_PATH,
-                    pattern_hint=_secrets.SECRET_PATH_HINT,
+                    "is in no argv, no docker inspect and no plan. Clients send Authorization: Bearer <key>."
                 ),
                 "tls": Node(
                     "object",
                     "TLS for the API: vLLM's --ssl-certfile and --ssl-keyfile, from files on every node bound "
                     "read-only as secrets (checked like container.secrets).",
                     fields={
-                        "certfile": Node(
-                            "string",
+                        "certfile": _secret_file(
                             "The server's certificate (PEM) on every node; it must name the address the boot "
                             "connects to (an IP subjectAltName: the bind address, 127.0.0.1 for loopback or all).",
                             required=True,
-                            pattern=_secrets.SECRET_PATH,
-                            pattern_hint=_secrets.SECRET_PATH_HINT,
                         ),
-                        "keyfile": Node(
-                            "string",
+                        "keyfile": _secret_file(
                             "The certificate's private key (PEM) on every node, root's, 0600.",
                             required=True,
-                            pattern=_secrets.SECRET_PATH,
-                            pattern_hint=_secrets.SECRET_PATH_HINT,
                         ),
-                        "ca_file": Node(
-                            "string",
+                        "ca_file": _secret_file(
                             "What the boot's clients trust (PEM, on the node they run on); default: certfile "
                             "(a self-signed certificate).",
-                            pattern=_secrets.SECRET_PATH,
-                            pattern_hint=_secrets.SECRET_PATH_HINT,
                         ),
                     },
                 ),

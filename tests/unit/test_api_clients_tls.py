@@ -28,6 +28,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _docker_engine
 from ansible_collections.dgxspark.cluster.plugins.modules import bench_load, rank_health, smoke_completion
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, self_signed_certificate
 
@@ -228,7 +229,7 @@ class RunningRank:
 def test_the_boot_wait_sends_the_key_from_its_file_over_tls(
     api: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rank_health, "DockerEngine", RunningRank)
+    monkeypatch.setattr(_docker_engine, "DockerEngine", RunningRank)  # what module_engine opens
     args = {"container": "vllm_dsv41", "api": api["url"], "ca_file": str(api["cert"])}
     args["api_key_file"] = str(api["key_file"])
     look = run(rank_health, args)

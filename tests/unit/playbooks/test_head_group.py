@@ -6,7 +6,7 @@ rollback.yml, promote.yml and releases.yml read the head's releases; rollback.ym
 whose plan and preflight take the head from the same variable. A playbook that took ``groups['dgxspark_head']``
 instead would read another host's releases, or fail, on an inventory whose head group has another name. Run for
 real: every host points SSH at a closed port on loopback, so the first task that reaches a node says which one.
-No role, playbook or plugin names a group but the variable's one default (plugin_utils/_inventory.py); the
+No role, playbook or plugin names a group but the variable's one default (module_utils/_specs.py); the
 deprecated ``boot_head_group`` and ``boot_workers_group`` still work where an inventory or a command line sets them.
 """
 
@@ -161,12 +161,12 @@ def _code(path: pathlib.Path) -> str:
 
 @pytest.mark.parametrize("path", RUNNING, ids=[str(p.relative_to(ROOT)) for p in RUNNING])
 def test_no_role_playbook_or_plugin_names_a_group_but_the_one_default(path: pathlib.Path) -> None:
-    """dgxspark_head and dgxspark_workers are written once, as plugin_utils/_inventory.py's HEAD_GROUP and
+    """dgxspark_head and dgxspark_workers are written once, as module_utils/_specs.py's HEAD_GROUP and
     WORKERS_GROUP; everything else reads dgxspark_cluster_groups (the lookup dgxspark.cluster.cluster_groups, the
     plugins' cluster_groups argument). Nor is any group indexed by a literal name (groups['...'])."""
     code = _code(path)
     found = re.findall(r"\b(dgxspark_head|dgxspark_workers)\b", code)
-    if path == ROOT / "plugins/plugin_utils/_inventory.py":
+    if path == ROOT / "plugins/module_utils/_specs.py":  # where the modules' specs can read them too
         assert sorted(found) == ["dgxspark_head", "dgxspark_workers"], found
     else:
         assert not found, f"{path.relative_to(ROOT)} names {sorted(set(found))}"

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.cluster.plugins.action import rank_container
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import FIXED_PARAMETERS, PARAMETERS
@@ -65,7 +66,7 @@ class Action(rank_container.ActionModule):
 
 @pytest.fixture(autouse=True)
 def _no_action_base_run(monkeypatch):
-    monkeypatch.setattr(rank_container.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
 
 
 def test_the_plans_parameters_reach_docker_container_with_state_and_recreate() -> None:
