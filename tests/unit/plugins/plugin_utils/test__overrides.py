@@ -309,3 +309,111 @@ def test_the_rank_runs_what_was_judged() -> None:
     merged = _overrides.effective_data(profile.data, "tp3-triangle", {"sizing": {"max_num_seqs": 2}})
     assert merged["shapes"]["tp3-triangle"]["sizing"]["max_num_seqs"] == 2
     assert profile.data["shapes"]["tp3-triangle"]["sizing"]["max_num_seqs"] == 4  # the profile is left alone
+
+
+# --- the seed-rule and privilege corpora of their own tests, replayed as overrides --------------------------------
+def _seed_rule_cases() -> dict[str, tuple[pathlib.Path, str, dict[str, Any], Any]]:
+    """test__seed_rules.RULES whose edits a host's dgxspark_overrides can say (the shape's sizing, environment,
+    fabric names, speculative config, image, or a serve/docker list the shape does not have of its own)."""
+    from ansible_collections.dgxspark.cluster.tests.unit.conftest import DELETE, SEED000, edited
+    from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__seed_rules import RULES
+
+    reachable = (
+        "sizing",
+        "environment",
+        "speculative_config",
+        "fabric/hca",
+        "fabric/socket_ifname",
+        "fabric/gid_index",
+    )
+    cases = {}
+    for name, (base, edits, _severity, _fragments, _check) in RULES.items():
+        path = SEED000 if base == "seed000" else SPARK8
+        document = json.loads(path.read_text())
+        shapes = {key.split("/")[1] for key in edits if key.startswith("shapes/")}
+        if not edits or len(shapes) != 1 or any(not key.startswith("shapes/") for key in edits):
+            continue
+        (shape,) = shapes
+        override: dict[str, Any] = {}
+        for key, value in edits.items():
+            rest = key.split("/")[2:]
+            joined = "/".join(rest)
+            own = document["shapes"][shape].get("container", {})
+            listed = rest[0] == "container" and len(rest) == 2 and rest[1] in ("serve_args", "docker_run_args")
+            if value is DELETE or not (
+                any(joined == r or joined.startswith(r + "/") for r in reachable)
+                or joined == "container/image"
+                or (listed and rest[1] not in own)
+            ):
+                break
+            if rest[0] == "speculative_config" and len(rest) > 1:
+                break  # an override replaces the whole speculative config
+            node = override
+            for part in rest[:-1]:
+                node = node.setdefault(part, {})
+            node[rest[-1]] = value
+        else:
+            cases[name] = (path, shape, override, edited(document, edits))
+    return cases
+
+
+SEED_RULE_CASES = _seed_rule_cases()
+
+
+def _privilege_cases() -> dict[str, list[str]]:
+    from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__privilege_policy import REFUSED
+
+    return {name: extra for name, (extra, _check, _message) in REFUSED.items()}
+
+
+PRIVILEGE_CASES = _privilege_cases()
+
+
+def _verdict_of(document: dict[str, Any], base: pathlib.Path) -> set[tuple[str, str, str]]:
+    before = {_said(p) for p in validate_profile(json.loads(base.read_text()), "p").warnings}
+    try:
+        found = validate_profile(document, "p").warnings
+    except ProfileError as exc:
+        found = exc.problems + exc.warnings
+    return {_said(p) for p in found} - before
+
+
+def _override_said(path: pathlib.Path, shape: str, override: dict[str, Any]) -> set[tuple[str, str, str]]:
+    profile = validate_profile(json.loads(path.read_text()), "p")
+    nodes = profile.data["shapes"][shape]["nodes"]
+    try:
+        planned = build_plan(profile, shape, hosts(nodes, override))
+    except ProfileError as exc:
+        found = [p for p in exc.problems + exc.warnings if p.where.startswith(f"host {WORKER}: dgxspark_overrides")]
+        return {_said(p) for p in found}
+    return {("warning", w, "") for w in planned["warnings"] if f"host {WORKER}: dgxspark_overrides" in w}
+
+
+def test_the_corpora_reach_the_rules() -> None:
+    # 11 of test__seed_rules' 27 change what an override can (the rest: memory, Engram placement, the AutoTuner
+    # switch, the host section, the profile's own lists): those are in CASES above or not a host's to change
+    assert len(SEED_RULE_CASES) >= 11, sorted(SEED_RULE_CASES)
+    assert len(PRIVILEGE_CASES) >= 30
+
+
+@pytest.mark.parametrize("name", sorted(SEED_RULE_CASES))
+def test_every_seed_rule_case_as_an_override_gets_the_profiles_verdict(name: str) -> None:
+    path, shape, override, document = SEED_RULE_CASES[name]
+    expected = _verdict_of(document, path)
+    got = _override_said(path, shape, override)
+    errors = {item for item in expected if item[0] == "error"}
+    assert errors == {item for item in got if item[0] == "error"}, (errors, got)
+    warned = {message for severity, message, _found in expected if severity == "warning"}
+    said = " | ".join(message for severity, message, _found in got if severity == "warning")
+    assert all(message in said for message in warned), (warned, said)
+
+
+@pytest.mark.parametrize("name", sorted(PRIVILEGE_CASES))
+def test_every_privilege_case_as_an_override_gets_the_profiles_verdict(name: str) -> None:
+    extra = PRIVILEGE_CASES[name]
+    document = json.loads(SPARK3.read_text())
+    document["container"]["docker_run_args"] += extra
+    expected = _verdict_of(document, SPARK3)
+    assert any(severity == "error" for severity, _m, _f in expected), expected
+    got = _override_said(SPARK3, "tp3-triangle", {"container": {"docker_run_args": extra}})
+    assert {item for item in got if item[0] == "error"} == {item for item in expected if item[0] == "error"}
