@@ -71,7 +71,7 @@ def survey(root: pathlib.Path = ROOT) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--json", action="store_true", help="one JSON document instead of lines")
     args = parser.parse_args(argv)
     found = survey()

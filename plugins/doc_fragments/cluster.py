@@ -17,13 +17,16 @@ options:
         collection pass it so).
       - A key left out takes the collection's default, C(dgxspark_head) and C(dgxspark_workers).
     type: dict
+    default: {}
     suboptions:
       head:
         description: Inventory group holding the head (rank 0).
         type: str
+        default: dgxspark_head
       workers:
         description: Inventory group holding the workers (ranks 1..N-1).
         type: str
+        default: dgxspark_workers
 """
 
     # dgxspark.cluster.cluster.profile: the serving profile and the shape chosen from it
