@@ -20,8 +20,11 @@ _showing = lazy("plugin_utils._release_report", "showing")
 _image_plan = lazy("plugin_utils._image_transfer", "plan")
 _recover_settings = lazy("plugin_utils._recover", "Settings")
 _recover_decide = lazy("plugin_utils._recover", "decide")
+_recover_attempt_by = lazy("plugin_utils._recover", "attempt_by")
 _window_plan = lazy("plugin_utils._window", "plan")
 _window_closed = lazy("plugin_utils._window", "closed")
+_window_job_lines = lazy("plugin_utils._window", "job_lines")
+_window_tripped = lazy("plugin_utils._window", "tripped")
 
 
 def _said(needs: str, refused: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -99,6 +102,10 @@ def recover_decision(
     return _recover_decide(_by_host(facts, "recover_decision"), list(hosts or []), head, now, settings)
 
 
+def recover_attempt_by(login: Any, awx_user: Any = "", awx_schedule: Any = "") -> str:
+    return _recover_attempt_by(login, awx_user, awx_schedule)
+
+
 @_said("node_facts' answers by host")
 def window_plan(facts: Any, hosts: Any, head: str, chosen: Any, name: str, image: str) -> dict[str, Any]:
     # a survey's list is comma-separated text
@@ -113,6 +120,18 @@ def window_closed(jobs: Any, served: bool = True) -> str:
     return _window_closed({str(host): dict(job or {}) for host, job in dict(jobs or {}).items()}, bool(served))
 
 
+@_said("the window_job module's answer")
+def window_job_lines(job: Any, name: str, failure: Any = None) -> list[str]:
+    if not isinstance(job, Mapping):
+        raise TypeError(f"found {type(job).__name__}")
+    return _window_job_lines(job, str(name), failure)
+
+
+@_said("the node_phase answers of the window's nodes")
+def window_tripped(answers: Any) -> bool:
+    return _window_tripped(list(answers or []))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -120,6 +139,9 @@ class FilterModule:
             "rollback_target": rollback_target,
             "image_plan": image_plan,
             "recover_decision": recover_decision,
+            "recover_attempt_by": recover_attempt_by,
             "window_plan": window_plan,
             "window_closed": window_closed,
+            "window_job_lines": window_job_lines,
+            "window_tripped": window_tripped,
         }
