@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 
@@ -17,6 +18,8 @@ _head_spec = lazy("plugin_utils._release_report", "head_spec")
 _listing = lazy("plugin_utils._release_report", "listing")
 _rollback_target = lazy("plugin_utils._release_report", "rollback_target")
 _showing = lazy("plugin_utils._release_report", "showing")
+_evidence_line = lazy("plugin_utils._release_report", "evidence_line")
+_promotion_outcome = lazy("plugin_utils._release_report", "promotion_outcome")
 _image_plan = lazy("plugin_utils._image_transfer", "plan")
 _recover_settings = lazy("plugin_utils._recover", "Settings")
 _recover_decide = lazy("plugin_utils._recover", "decide")
@@ -60,6 +63,17 @@ def _by_host(facts: Any, name: str) -> Mapping[str, Any]:
 @_said("the release module's answer")
 def release_report(result: Any, show: bool = False) -> list[str]:
     return _showing(result["release"]) if show else _listing(result)
+
+
+@_said("the release module's answer")
+def release_evidence_line(result: Any) -> str:
+    if not isinstance(result, Mapping):
+        raise TypeError(f"found {type(result).__name__}")
+    return _evidence_line(result)
+
+
+def promotion_outcome(candidate: Any, promoted: Any, rolled_back: Any, verdict: Any = "") -> str:
+    return _promotion_outcome(str(candidate), str(promoted), boolean(rolled_back, strict=False), str(verdict))
 
 
 @_said("the release module's answer", refused="rollback")
@@ -137,6 +151,8 @@ class FilterModule:
         return {
             "release_report": release_report,
             "rollback_target": rollback_target,
+            "release_evidence_line": release_evidence_line,
+            "promotion_outcome": promotion_outcome,
             "image_plan": image_plan,
             "recover_decision": recover_decision,
             "recover_attempt_by": recover_attempt_by,

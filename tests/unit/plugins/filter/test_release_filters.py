@@ -81,3 +81,28 @@ def test_a_guard_tripped_as_the_window_closed_is_the_job_s() -> None:
     assert tripped([idle, {"guard": {"phase": "idle", "tripped": {"reason": "MemAvailable low"}}}]) is True
     assert tripped([idle, {"guard": None}, {"unreachable": True}, None]) is False  # no answer counts for nothing
     assert tripped([]) is False
+
+
+def test_the_evidence_line_names_the_release_a_run_is_kept_with_or_why_none() -> None:
+    line = FILTERS["release_evidence_line"]
+    kept = {"changed": True, "release": {"id": "r20261201T120000Z-0123456789ab", "evidence": []}}
+    assert line(kept) == "the run is kept as the evidence of release r20261201T120000Z-0123456789ab"
+    refused = {"failed": True, "msg": "no release has exactly the specs that run (3 ranks)"}
+    assert (
+        line(refused)
+        == "no release serves (no release has exactly the specs that run (3 ranks)): the run is not kept in one"
+    )
+    assert line({"failed": True}) == "no release serves (): the run is not kept in one"
+    with pytest.raises(AnsibleFilterError, match="release_evidence_line: needs the release module's answer"):
+        line("r1")
+
+
+def test_the_promotion_outcome_says_which_release_serves_and_what_the_other_keeps() -> None:
+    outcome = FILTERS["promotion_outcome"]
+    assert outcome("r2", "r1", False, "pass") == (
+        "promoted: r2 serves and is the promoted release; r1 is retired (rollback.yml goes back to it)"
+    )
+    assert outcome("r2", "r1", True, "regression") == (
+        "NOT promoted (regression): rolled back to r1, which serves again; the candidate r2 keeps its runs and verdict"
+    )
+    assert outcome("r2", "r1", "false", "pass").startswith("promoted: r2")  # a fact as text
