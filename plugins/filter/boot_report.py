@@ -1,7 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The boot role's filters (logic in plugin_utils/_boot_report.py and _inventory.py). Documentation: the .yml file of
-each filter."""
+"""The boot role's filters (logic in plugin_utils/_boot_report.py). Documentation: the .yml file of each filter."""
 
 from __future__ import annotations
 
@@ -19,8 +18,6 @@ _boot_outcome = lazy("plugin_utils._boot_report", "boot_outcome")
 _steady_report = lazy("plugin_utils._boot_report", "steady_report")
 _release_write = lazy("plugin_utils._boot_report", "release_write")
 _guard_failure = lazy("plugin_utils._boot_report", "guard_failure")
-_other_clusters_hosts = lazy("plugin_utils._inventory", "other_clusters_hosts")
-_host = lazy("plugin_utils._inventory", "Host")
 
 
 def boot_report(hosts: Any, plan: Any, prompt: str = "", startup_wait: Any = None, ended: Any = None) -> list[str]:
@@ -74,15 +71,6 @@ def boot_guard_failure(guard: Any, host: Any) -> str:
     return _guard_failure(guard, str(host))
 
 
-def other_clusters_hosts(play_hosts: Any, cluster_hosts: Any, hostvars: Any) -> list[str]:
-    try:
-        ours = [_host(str(name)) for name in cluster_hosts or []]
-        known = {str(h): hostvars[h] for h in play_hosts or [] if h in hostvars}
-        return _other_clusters_hosts([str(h) for h in play_hosts or []], ours, known)
-    except (KeyError, TypeError) as error:
-        raise AnsibleFilterError(f"dgxspark.cluster.other_clusters_hosts: {error}") from None
-
-
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
@@ -92,5 +80,4 @@ class FilterModule:
             "boot_steady_report": boot_steady_report,
             "boot_release_write": boot_release_write,
             "boot_guard_failure": boot_guard_failure,
-            "other_clusters_hosts": other_clusters_hosts,
         }

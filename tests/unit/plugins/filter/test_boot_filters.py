@@ -13,14 +13,6 @@ FILTERS = FilterModule().filters()
 PLAN = {"head": "h", "ranks": [{"host": "h", "spec_sha256": "a", "rank": 0, "api_port": 8000}]}
 
 
-def test_other_clusters_hosts_are_the_run_s_ranked_hosts_outside_the_cluster_sorted() -> None:
-    hostvars = {"s3-h": {"dgxspark_rank": 0}, "s4-w": {"dgxspark_rank": 1}, "s4-h": {"dgxspark_rank": 0}, "ctl": {}}
-    others = FILTERS["other_clusters_hosts"]
-    assert others(["s4-w", "s3-h", "s4-h", "ctl"], ["s3-h"], hostvars) == ["s4-h", "s4-w"]
-    assert others(["s3-h", "ctl"], ["s3-h"], hostvars) == []
-    assert others(["gone"], ["s3-h"], hostvars) == []  # a host the inventory does not know
-
-
 def test_boot_release_write_refuses_what_is_not_a_decision() -> None:
     write = FILTERS["boot_release_write"]
     assert write({"decision": "first", "record": {"id": "r"}, "by": "op"}, PLAN)["operation"] == "record"
