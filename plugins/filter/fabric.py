@@ -54,6 +54,14 @@ nccl_names = lazy("module_utils._roce", "nccl_names")
 verify_report = lazy("plugin_utils._fabric", "verify_report")
 _stale_networkd_files = lazy("plugin_utils._fabric", "stale_networkd_files")
 _removed_ports = lazy("plugin_utils._fabric", "removed_ports")
+_port_states = lazy("plugin_utils._fabric", "port_states")
+
+
+def fabric_port_states(interfaces: Any) -> str:
+    """Each of a node's fabric ports with its state, as node_facts found them."""
+    if not isinstance(interfaces, Mapping) or not all(isinstance(port, Mapping) for port in interfaces.values()):
+        raise AnsibleFilterError("dgxspark.cluster.fabric_port_states: needs node_facts' fabric.interfaces (a dict)")
+    return _port_states(interfaces)
 
 
 def fabric_stale_files(found: Any, plan: Any, directory: str) -> list[str]:
@@ -85,4 +93,5 @@ class FilterModule:
             "fabric_not_management": fabric_not_management,
             "fabric_stale_files": fabric_stale_files,
             "fabric_removed_ports": fabric_removed_ports,
+            "fabric_port_states": fabric_port_states,
         }

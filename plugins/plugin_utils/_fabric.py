@@ -572,6 +572,11 @@ def removed_ports(removed: Mapping[str, Any] | None) -> list[str]:
     return ports
 
 
+def port_states(interfaces: Mapping[str, Mapping[str, Any]]) -> str:
+    """``<port> <operstate>`` of each of a node's fabric ports (node_facts' ``fabric.interfaces``), in its order."""
+    return ", ".join(f"{name} {port.get('operstate')}" for name, port in interfaces.items())
+
+
 def render_networkd(plan: HostFabric) -> dict[str, str]:
     """One ``.network`` file per interface: file name -> contents (same plan, same bytes)."""
     _check_names(plan)

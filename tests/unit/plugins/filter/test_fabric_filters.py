@@ -95,3 +95,12 @@ def test_the_removed_ports_are_those_whose_file_was_removed_this_run() -> None:
     assert FILTERS["fabric_removed_ports"](None) == []
     with pytest.raises(AnsibleFilterError, match="fabric_removed_ports: needs the removal's registered answer"):
         FILTERS["fabric_removed_ports"](["x"])
+
+
+def test_the_port_states_name_each_fabric_port_with_its_state_in_the_facts_order() -> None:
+    interfaces = {"enp1s0f1np1": {"operstate": "up", "mtu": 9000}, "enp1s0f0np0": {"operstate": "down"}}
+    assert FILTERS["fabric_port_states"](interfaces) == "enp1s0f1np1 up, enp1s0f0np0 down"
+    assert FILTERS["fabric_port_states"]({"enp1s0f0np0": {}}) == "enp1s0f0np0 None"  # not read: as the facts say
+    assert FILTERS["fabric_port_states"]({}) == ""
+    with pytest.raises(AnsibleFilterError, match="fabric_port_states: needs node_facts' fabric.interfaces"):
+        FILTERS["fabric_port_states"](["enp1s0f0np0"])
