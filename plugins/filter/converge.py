@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _converge
 
@@ -26,6 +27,24 @@ def fabric_expectation(plan: Any, backend: str = "auto", node: Any = None, **dir
         raise AnsibleFilterError(f"dgxspark.cluster.fabric_expectation: {error}") from None
 
 
+def fabric_difference(node: Any, plan: Any, backend: str = "auto", **dirs: str) -> list[str]:
+    try:
+        return _converge.fabric_difference(node or {}, plan, backend, **dirs)
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        raise AnsibleFilterError(f"dgxspark.cluster.fabric_difference: {error}") from None
+
+
+def fabric_difference_report(differences: Any, host: Any, check_mode: Any = False) -> list[str]:
+    if isinstance(differences, str) or not isinstance(differences, Sequence):
+        raise AnsibleFilterError("dgxspark.cluster.fabric_difference_report: needs fabric_difference's list")
+    return _converge.report(str(host), "fabric", differences, boolean(check_mode, strict=False))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"converge_difference": converge_difference, "fabric_expectation": fabric_expectation}
+        return {
+            "converge_difference": converge_difference,
+            "fabric_expectation": fabric_expectation,
+            "fabric_difference": fabric_difference,
+            "fabric_difference_report": fabric_difference_report,
+        }

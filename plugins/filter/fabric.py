@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -52,6 +52,36 @@ def fabric_not_management(node: Any, host: Any, management: Any = None, waived: 
 _not_management = lazy("plugin_utils._preflight", "fabric_not_management")
 nccl_names = lazy("module_utils._roce", "nccl_names")
 verify_report = lazy("plugin_utils._fabric", "verify_report")
+_stale_networkd_files = lazy("plugin_utils._fabric", "stale_networkd_files")
+_removed_ports = lazy("plugin_utils._fabric", "removed_ports")
+_port_states = lazy("plugin_utils._fabric", "port_states")
+
+
+def fabric_port_states(interfaces: Any) -> str:
+    """Each of a node's fabric ports with its state, as node_facts found them."""
+    if not isinstance(interfaces, Mapping) or not all(isinstance(port, Mapping) for port in interfaces.values()):
+        raise AnsibleFilterError("dgxspark.cluster.fabric_port_states: needs node_facts' fabric.interfaces (a dict)")
+    return _port_states(interfaces)
+
+
+def fabric_stale_files(found: Any, plan: Any, directory: str) -> list[str]:
+    """The fabric networkd files a node has that its plan no longer has (the role removes them)."""
+    if (found is not None and not isinstance(found, Mapping)) or not isinstance(plan, Mapping):
+        raise AnsibleFilterError("dgxspark.cluster.fabric_stale_files: needs find's answer and a fabric plan")
+    try:
+        return _stale_networkd_files(found, list(plan.get("networkd") or {}), str(directory))
+    except (KeyError, TypeError) as error:
+        raise AnsibleFilterError(f"dgxspark.cluster.fabric_stale_files: needs find's answer: {error}") from None
+
+
+def fabric_removed_ports(removed: Any) -> list[str]:
+    """The ports whose fabric networkd file the role removed this run."""
+    if removed is not None and not isinstance(removed, Mapping):
+        raise AnsibleFilterError("dgxspark.cluster.fabric_removed_ports: needs the removal's registered answer")
+    try:
+        return _removed_ports(removed)
+    except (KeyError, TypeError) as error:
+        raise AnsibleFilterError(f"dgxspark.cluster.fabric_removed_ports: {error}") from None
 
 
 class FilterModule:
@@ -61,4 +91,7 @@ class FilterModule:
             "nccl_tests_verdict": nccl_tests_verdict,
             "fabric_nccl_names": fabric_nccl_names,
             "fabric_not_management": fabric_not_management,
+            "fabric_stale_files": fabric_stale_files,
+            "fabric_removed_ports": fabric_removed_ports,
+            "fabric_port_states": fabric_port_states,
         }

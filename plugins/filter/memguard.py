@@ -8,8 +8,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import MemguardConfigError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
+    MemguardConfigError,
+    difference_report,
+    status_line,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import memguard_config as _memguard_config
 
 
@@ -30,6 +35,24 @@ def memguard_config(
         raise AnsibleFilterError(f"dgxspark.cluster.memguard_config: {error}") from None
 
 
+def memguard_difference_report(planned: Any, host: Any, key_file: Any, check_mode: Any = False) -> list[str]:
+    if not isinstance(planned, Mapping):
+        raise AnsibleFilterError("dgxspark.cluster.memguard_difference_report: needs memguard_plan's answer (a dict)")
+    return difference_report(str(host), planned, str(key_file), boolean(check_mode, strict=False))
+
+
+def memguard_status_line(state: Any, status: Any) -> str:
+    if (state is not None and not isinstance(state, Mapping)) or not isinstance(status, Mapping):
+        raise AnsibleFilterError(
+            "dgxspark.cluster.memguard_status_line: needs the guard's state (or none) and the status command's answer"
+        )
+    return status_line(state, status)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"memguard_config": memguard_config}
+        return {
+            "memguard_config": memguard_config,
+            "memguard_difference_report": memguard_difference_report,
+            "memguard_status_line": memguard_status_line,
+        }

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 
@@ -17,11 +18,16 @@ _head_spec = lazy("plugin_utils._release_report", "head_spec")
 _listing = lazy("plugin_utils._release_report", "listing")
 _rollback_target = lazy("plugin_utils._release_report", "rollback_target")
 _showing = lazy("plugin_utils._release_report", "showing")
+_evidence_line = lazy("plugin_utils._release_report", "evidence_line")
+_promotion_outcome = lazy("plugin_utils._release_report", "promotion_outcome")
 _image_plan = lazy("plugin_utils._image_transfer", "plan")
 _recover_settings = lazy("plugin_utils._recover", "Settings")
 _recover_decide = lazy("plugin_utils._recover", "decide")
+_recover_attempt_by = lazy("plugin_utils._recover", "attempt_by")
 _window_plan = lazy("plugin_utils._window", "plan")
 _window_closed = lazy("plugin_utils._window", "closed")
+_window_job_lines = lazy("plugin_utils._window", "job_lines")
+_window_tripped = lazy("plugin_utils._window", "tripped")
 
 
 def _said(needs: str, refused: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -57,6 +63,17 @@ def _by_host(facts: Any, name: str) -> Mapping[str, Any]:
 @_said("the release module's answer")
 def release_report(result: Any, show: bool = False) -> list[str]:
     return _showing(result["release"]) if show else _listing(result)
+
+
+@_said("the release module's answer")
+def release_evidence_line(result: Any) -> str:
+    if not isinstance(result, Mapping):
+        raise TypeError(f"found {type(result).__name__}")
+    return _evidence_line(result)
+
+
+def promotion_outcome(candidate: Any, promoted: Any, rolled_back: Any, verdict: Any = "") -> str:
+    return _promotion_outcome(str(candidate), str(promoted), boolean(rolled_back, strict=False), str(verdict))
 
 
 @_said("the release module's answer", refused="rollback")
@@ -99,6 +116,10 @@ def recover_decision(
     return _recover_decide(_by_host(facts, "recover_decision"), list(hosts or []), head, now, settings)
 
 
+def recover_attempt_by(login: Any, awx_user: Any = "", awx_schedule: Any = "") -> str:
+    return _recover_attempt_by(login, awx_user, awx_schedule)
+
+
 @_said("node_facts' answers by host")
 def window_plan(facts: Any, hosts: Any, head: str, chosen: Any, name: str, image: str) -> dict[str, Any]:
     # a survey's list is comma-separated text
@@ -113,13 +134,30 @@ def window_closed(jobs: Any, served: bool = True) -> str:
     return _window_closed({str(host): dict(job or {}) for host, job in dict(jobs or {}).items()}, bool(served))
 
 
+@_said("the window_job module's answer")
+def window_job_lines(job: Any, name: str, failure: Any = None) -> list[str]:
+    if not isinstance(job, Mapping):
+        raise TypeError(f"found {type(job).__name__}")
+    return _window_job_lines(job, str(name), failure)
+
+
+@_said("the node_phase answers of the window's nodes")
+def window_tripped(answers: Any) -> bool:
+    return _window_tripped(list(answers or []))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
             "release_report": release_report,
             "rollback_target": rollback_target,
+            "release_evidence_line": release_evidence_line,
+            "promotion_outcome": promotion_outcome,
             "image_plan": image_plan,
             "recover_decision": recover_decision,
+            "recover_attempt_by": recover_attempt_by,
             "window_plan": window_plan,
             "window_closed": window_closed,
+            "window_job_lines": window_job_lines,
+            "window_tripped": window_tripped,
         }

@@ -55,6 +55,18 @@ def plan_bound(planned: Any, hostvars: Any, hosts: Any) -> dict[str, Any]:
     return {**planned, "plan": _bind(planned["plan"], found)}
 
 
+_budget_figures = lazy("plugin_utils._memory", "budget_figures")
+
+
+def memory_budget_figures(budget: Any) -> dict[str, Any]:
+    """The figures of a rank's memory budget that the plan could work out, without its components."""
+    if not isinstance(budget, Mapping):
+        raise AnsibleFilterError(
+            f"dgxspark.cluster.memory_budget_figures: needs a memory budget (a dict), found {type(budget).__name__}"
+        )
+    return _budget_figures(budget)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         # the plan's modules, imported when a filter is first called (plugin_utils/_lazy.py says why)
@@ -66,4 +78,5 @@ class FilterModule:
             "docker_container_params": _checked(lazy("plugin_utils._container", "docker_container_params")),
             "secret_env_names": secret_env_names,
             "plan_bound": _checked(plan_bound),
+            "memory_budget_figures": memory_budget_figures,
         }

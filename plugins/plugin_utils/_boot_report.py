@@ -214,3 +214,89 @@ def boot_undo_report(hosts: Sequence[Mapping[str, Any]], failed: Sequence[str], 
     lines += [f"{name}: {causes.get(name) or 'failed'}" for name in failed]
     lines += [f"{name}: did not answer" for name in lost]
     return lines + problems
+
+
+# The release module's operation for each of the preflight's release decisions (boot_preflight's ``release``).
+RELEASE_OPERATIONS = {"first": "record", "candidate": "record", "promoted": "event", "rollback": "promote"}
+
+
+def release_write(decision: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, Any]:
+    """What the steady phase asks the head's ``release`` module to write for the preflight's release ``decision``
+    (``first`` and ``candidate`` record this boot's release, ``promoted`` adds a ``served again`` event to the
+    promoted one, ``rollback`` promotes the release it went back to), the plan that serves given: the module's
+    arguments, a key left out where the module is given none. The record is the preflight's, with the plan and each
+    rank's spec hash by host."""
+    kind = decision.get("decision")
+    if kind not in RELEASE_OPERATIONS:
+        raise ValueError(f"no release is written for the decision {kind!r} (one of {', '.join(RELEASE_OPERATIONS)})")
+    written: dict[str, Any] = {
+        "operation": RELEASE_OPERATIONS[kind],
+        "detail": "rolled back to it (playbooks/rollback.yml)" if kind == "rollback" else "",
+        "by": decision.get("by"),
+    }
+    if kind in ("promoted", "rollback"):
+        written["id"] = decision.get("target") or decision.get("promoted")
+    if decision.get("record"):
+        specs = {rank["host"]: rank["spec_sha256"] for rank in plan["ranks"]}
+        written["record"] = {**decision["record"], "plan": plan, "spec_sha256": specs}
+    if kind == "promoted":
+        written["event"] = "served again" + (", re-rendered" if "respec" in decision else "")
+        if "respec" in decision:
+            written["spec_sha256"] = decision["respec"]
+    return written
+
+
+def release_line(decision: Mapping[str, Any], written: Sequence[str] = ()) -> str:
+    """``release: ...``: what the boot made of the releases (its decision), with the files the head's ``release``
+    module ``written``."""
+    files = ", ".join(str(path) for path in written)
+    promoted = decision.get("promoted")
+    said = {
+        "first": f"the first release, {files}, promoted",
+        "candidate": f"a CANDIDATE, {files} (promote.yml judges it; rollback.yml goes back to {promoted})",
+        "promoted": f"the promoted release {promoted}",
+        "rollback": f"rolled back to {decision.get('target', '')}, promoted again",
+    }
+    return "release: " + said.get(str(decision.get("decision")), "none recorded")
+
+
+def steady_report(
+    hostvars: Mapping[str, Mapping[str, Any]],
+    hosts: Sequence[str],
+    planned: Mapping[str, Any],
+    release: Mapping[str, Any],
+    prompt: str,
+    ended: float | None = None,
+) -> list[str]:
+    """The report of a boot that serves (:func:`boot_report` over the ``hosts``' variables, ``planned`` the boot's
+    plan with its profile, whose ``host.startup_memguard_wait_seconds`` the overdue lines name), then the
+    :func:`release_line` of the preflight's ``release`` decision with the files the head's release step wrote
+    (its ``boot_released``)."""
+    plan = planned["plan"]
+    wait = ((planned.get("profile") or {}).get("host") or {}).get("startup_memguard_wait_seconds")
+    head = hostvars[plan["head"]] if plan["head"] in hostvars else {}
+    written = (head.get("boot_released") or {}).get("written") or []
+    lines = boot_report([hostvars[host] for host in hosts], plan, prompt, wait, ended)
+    return [*lines, release_line(release, written)]
+
+
+def guard_failure(guard: Mapping[str, Any] | None, host: str) -> str:
+    """Why the boot is not steady on ``host`` after the switch to steady, from its guard's answer
+    (``boot_steadied.guard``): the guard is tripped, or its own health is not ok (its peer listener down, a peer's
+    clock skewed, writes that fail). Empty when it is steady: a guard that reports no health is taken as healthy."""
+    guard = guard or {}
+    tripped = guard.get("tripped")
+    if tripped is not None:
+        reason = tripped.get("reason") if isinstance(tripped, Mapping) else tripped
+        return (
+            f"{host}: the memory guard is TRIPPED ({reason}); the boot is not steady. "
+            "Read its decisions, then clear it (-e boot_clear_trip=true or the memguard role's clear entry point)."
+        )
+    health = guard.get("health") or {}
+    if health.get("ok", True) is False:
+        problems = "; ".join(str(p) for p in health.get("problems") or []) or "no problem named"
+        return (
+            f"{host}: the memory guard is up but not healthy after the switch to steady: {problems}. Fix them (the "
+            "memguard role's README: the listener, peers, writes, clocks); dgxspark-memguard status prints its state."
+        )
+    return ""

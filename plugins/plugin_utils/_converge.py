@@ -18,7 +18,7 @@ An expectation::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -147,3 +147,22 @@ def fabric_expectation_with(
     """:func:`fabric_expectation` for one host's share with that host's settings (absent: the role's defaults)."""
     dirs = {key: str(settings[key]) for key in FABRIC_SETTINGS if key != "backend" and settings.get(key)}
     return fabric_expectation(share, str(settings.get("backend") or "auto"), node, **dirs)
+
+
+def fabric_difference(
+    node: Mapping[str, Any], plan: Mapping[str, Any], backend: str = "auto", **dirs: str
+) -> list[str]:
+    """What would change on a node's fabric: its facts against what the fabric role writes and sets there for its
+    ``fabric_plan`` result (:func:`fabric_expectation`, the ``backend`` auto read from the facts)."""
+    return difference(node, fabric_expectation(plan, backend, node, **dirs))
+
+
+# What a role says it does on a node that differs, by what it converges (check mode: what it would change).
+DOING = {"fabric": "differs from the plan; configuring it:", "memory guard": "differs; installing it:"}
+
+
+def report(host: str, what: str, differences: Sequence[str], check_mode: bool, notes: Sequence[str] = ()) -> list[str]:
+    """The lines that say what a role changes on a node (``what``: fabric, memory guard), or would change in check
+    mode: a line naming the node, then each of its ``differences`` (:func:`difference`), then any ``notes``."""
+    doing = "would change (check mode):" if check_mode else DOING[what]
+    return [f"{host}: the {what} {doing}", *(str(d) for d in differences), *notes]

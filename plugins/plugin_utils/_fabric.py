@@ -29,9 +29,10 @@ Hosts are ``_inventory.Host`` and are checked by ``_inventory.check_hosts``, as 
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -546,6 +547,34 @@ def _switch_plan(
 
 def networkd_file_name(interface: str) -> str:
     return f"{NETWORKD_PREFIX}-{interface}.network"
+
+
+_NETWORKD_FILE = re.compile(rf"^{re.escape(NETWORKD_PREFIX)}-(.*)\.network$")
+
+
+def stale_networkd_files(found: Mapping[str, Any] | None, planned: Iterable[str], directory: str) -> list[str]:
+    """The fabric's networkd files on a node that its plan no longer has (a port taken out of the fabric), to
+    remove: ``found`` is what ``ansible.builtin.find`` found of ``10-dgxspark-fabric-*.network`` in ``directory``
+    (skipped or none: nothing), ``planned`` the plan's file names (its ``networkd`` keys). In the order found."""
+    keep = {str(name) for name in planned}
+    names = [posixpath.basename(str(item["path"])) for item in (found or {}).get("files") or []]
+    return [f"{directory}/{name}" for name in names if name not in keep]
+
+
+def removed_ports(removed: Mapping[str, Any] | None) -> list[str]:
+    """The ports whose fabric networkd file was removed this run (the removal's loop results, ``fabric_stale`` each,
+    those that changed): ``networkctl reconfigure`` gives them up with the fabric's own ports. A file not named as
+    the role names them stays as it is."""
+    ports = []
+    for item in (removed or {}).get("results") or []:
+        if isinstance(item, Mapping) and item.get("changed"):
+            ports.append(_NETWORKD_FILE.sub(r"\1", posixpath.basename(str(item["fabric_stale"]))))
+    return ports
+
+
+def port_states(interfaces: Mapping[str, Mapping[str, Any]]) -> str:
+    """``<port> <operstate>`` of each of a node's fabric ports (node_facts' ``fabric.interfaces``), in its order."""
+    return ", ".join(f"{name} {port.get('operstate')}" for name, port in interfaces.items())
 
 
 def render_networkd(plan: HostFabric) -> dict[str, str]:

@@ -316,3 +316,9 @@ def _check_fabric_apart(hosts: Sequence[Host], by_address: Mapping[str, list[str
                 expected="an address on the fabric ports, on another network than the management one",
                 check="fabric-not-management",
             )
+
+
+def answers_by_host(hostvars: Mapping[str, Mapping[str, Any]], hosts: Sequence[str], name: str) -> dict[str, Any]:
+    """Each host's ``name`` (a task's registered answer), by host in the order of ``hosts``. A host without it is left
+    out: the task did not run there (a task file included for some of the play's hosts only)."""
+    return {host: hostvars[host][name] for host in hosts if host in hostvars and name in hostvars[host]}

@@ -392,6 +392,43 @@ def _ulimits(node: _Node, needed: Mapping[str, Mapping[str, Any]] | None) -> lis
 
 
 # ---------------------------------------------------------------- entry points
+def required(
+    planned: Mapping[str, Any], expect: Any = None, kho_on_7x: Any = True, check_limits: bool = True
+) -> dict[str, Any]:
+    """What every node must have (:func:`kernel_findings`' ``expect``), from a ``serving_profile`` result
+    (``planned``): the profile's ``host.kernel`` with the role's ``expect`` over it, ``kho_on_7x``, and the
+    container's ulimits (``container_ulimits`` of the profile and its shape) when ``check_limits``, else none."""
+    profile = planned["profile"]
+    kernel = (profile.get("host") or {}).get("kernel") or {}
+    ulimits = None
+    if check_limits:
+        # the plan's modules, imported only when asked (plugin_utils/_lazy.py says why)
+        from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api import container_ulimits
+
+        ulimits = container_ulimits(profile, shape=planned.get("shape"))
+    return {**kernel, **dict(expect or {}), "kho_on_7x": kho_on_7x, "ulimits": ulimits}
+
+
+def failed_fixes(findings: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
+    """The fixes of ``kind`` (sysctl, grub-cmdline, docker-limits, manual) that the FAILed findings name."""
+    return [
+        f["fix"]
+        for f in findings
+        if f.get("status") == FAIL and isinstance(f.get("fix"), Mapping) and f["fix"].get("kind") == kind
+    ]
+
+
+def live_sysctls(findings: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The sysctls to set live (name -> value): the FAILed findings' ``sysctl`` fixes that are safe live."""
+    return {str(fix["name"]): fix["value"] for fix in failed_fixes(findings, "sysctl") if fix.get("live")}
+
+
+def missing_words(findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The kernel command-line words the node lacks (its FAILed findings' ``grub-cmdline`` fixes), sorted, once
+    each: what the GRUB drop-in adds."""
+    return sorted({str(fix["word"]) for fix in failed_fixes(findings, "grub-cmdline")})
+
+
 def check_node(node: Any, expect: Any) -> list[Finding]:
     """Every check, in a fixed order; raises ProfileError when ``node`` or ``expect`` is malformed."""
     facts, wanted = _checked_inputs(node, expect)

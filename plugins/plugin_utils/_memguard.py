@@ -27,7 +27,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, sha256
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, report, sha256
 
 GIB = 1024**3
 POLICIES = ("stop-all", "local")
@@ -391,3 +391,37 @@ def differences_by_host(
         config = memguard_config(host_section, container_name, mine, name, peers, key)
         differences[name] = difference(facts_by_host.get(name) or {}, expectation(config, mine, script_sha)[1])
     return differences
+
+
+def difference_report(host: str, planned: Mapping[str, Any], key_file: str, check_mode: bool) -> list[str]:
+    """What the memguard role says it changes on a node (or would change, in check mode): its ``memguard_plan``
+    answer's ``difference``, and in check mode without the peer key, that the configuration compared has none."""
+    notes = []
+    if planned.get("key_missing"):
+        notes.append(
+            f"(check mode: {key_file} does not exist yet and is not created now; a real run creates it, so the "
+            "configuration compared has no key)"
+        )
+    return report(host, "memory guard", planned.get("difference") or [], check_mode, notes)
+
+
+GIB = 1024**3
+
+
+def status_line(state: Mapping[str, Any] | None, status: Mapping[str, Any]) -> str:
+    """``memory guard: ...``: what ``dgxspark-memguard status`` said of the guard (its ``state``: the phase, a trip,
+    the last MemAvailable sample, the trips since install, its own health's problems), or why it did not answer
+    (``status``, the command's answer: its stderr)."""
+    if state is None:
+        return f"memory guard: not answering ({status.get('stderr', 'not installed yet')})"
+    tripped = state.get("tripped")
+    trip = f", TRIPPED: {tripped.get('reason')}" if tripped else ", not tripped"
+    available = ((state.get("last_sample") or {}).get("mem_available") or 0) / GIB
+    health = state.get("health") or {}
+    problems = (
+        "" if health.get("ok", True) else "; PROBLEMS: " + "; ".join(str(p) for p in health.get("problems") or [])
+    )
+    return (
+        f"memory guard: phase {state.get('phase')}{trip}; MemAvailable {round(available, 1)} GiB; "
+        f"{state.get('trips')} trip(s) since install{problems}"
+    )

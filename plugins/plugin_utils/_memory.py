@@ -77,6 +77,12 @@ def memory_budget(
     }
 
 
+def budget_figures(budget: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures of a :func:`memory_budget` that the plan could work out (not None), without its components
+    (the profile's own list): what ``playbooks/plan.yml`` shows of a rank's budget."""
+    return {key: value for key, value in budget.items() if value is not None and key != "components_gib"}
+
+
 def _r(value: float | None) -> float | None:
     return None if value is None else round(value, ROUND)
 

@@ -90,3 +90,25 @@ def rollback_target(result: Mapping[str, Any], head: str, head_spec: str | None,
         "nothing to roll back to: "
         + ("no release yet" if not known else f"the promoted release {result.get('promoted')} has no predecessor")
     )
+
+
+def evidence_line(answer: Mapping[str, Any]) -> str:
+    """Which release a benchmark run is kept as the evidence of: the release module's answer to ``evidence``, its
+    ``release``, or why none (its ``msg``: no release has exactly the specs that ran)."""
+    if "release" in answer:
+        return f"the run is kept as the evidence of release {answer['release']['id']}"
+    return f"no release serves ({answer.get('msg', '')}): the run is not kept in one"
+
+
+def promotion_outcome(candidate: str, promoted: str, rolled_back: bool, verdict: str) -> str:
+    """What promote.yml did: the ``candidate`` promoted and the ``promoted`` release retired, or (``rolled_back``,
+    its comparison's ``verdict`` not a pass) the promoted release serving again, the candidate keeping its runs."""
+    if not rolled_back:
+        return (
+            f"promoted: {candidate} serves and is the promoted release; {promoted} is retired "
+            "(rollback.yml goes back to it)"
+        )
+    return (
+        f"NOT promoted ({verdict}): rolled back to {promoted}, which serves again; the candidate {candidate} keeps "
+        "its runs and verdict"
+    )

@@ -22,6 +22,7 @@ No Ansible imports: plain functions over strings, shared by the profile's checks
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -248,3 +249,35 @@ def serve_arg_secret(flag: str, values: Sequence[str]) -> str | None:
     if flag in SECRET_FLAGS and values:
         return f"{flag}=" + " ".join(redacted(v) for v in values)
     return None
+
+
+# ------------------------------------------------------------------ playbooks/secrets.yml: the values given
+VALUES_VAR = "dgxspark_secret_values"
+
+
+def values_refused(values: Any, secrets: Mapping[str, str]) -> str:
+    """Why the values given for the profile's ``secrets`` (name -> file on the nodes) are refused before anything is
+    written, naming secrets only, never a value: not a mapping of name to text, a name the profile does not have
+    (its secrets listed), a value that is not text. Empty when they are fine."""
+    if not isinstance(values, Mapping):
+        return f"give {VALUES_VAR}, a mapping of secret name to its text (from Ansible Vault or an AWX credential)"
+    unknown = sorted(str(name) for name in values if name not in secrets)
+    if unknown:
+        known = ", ".join(sorted(str(name) for name in secrets)) or "none"
+        return f"not secrets of the profile: {', '.join(unknown)} (its secrets: {known})"
+    not_text = sorted(str(name) for name, value in values.items() if not isinstance(value, str))
+    if not_text:
+        return "values that are not text: " + ", ".join(not_text)
+    return ""
+
+
+def files_given(secrets: Mapping[str, str], values: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The profile's secrets that are given a value, each as ``key`` (its name) and ``value`` (its file on the
+    nodes), in the profile's order. An empty value is none (a credential's field left blank): that file is left
+    as it is."""
+    return [{"key": name, "value": path} for name, path in secrets.items() if name in values and values[name] != ""]
+
+
+def directories(given: Sequence[Mapping[str, str]]) -> list[str]:
+    """The directories of the secrets' files given (:func:`files_given`), once each, sorted."""
+    return sorted({posixpath.dirname(str(item["value"])) for item in given})

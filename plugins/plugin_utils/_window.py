@@ -132,3 +132,22 @@ def closed(jobs: Mapping[str, Mapping[str, Any]], served: bool) -> str:
         for host, job in sorted(jobs.items())
     )
     return f"{CLOSED}{said or 'no job ran'}; {'served again' if served else 'serving NOT restored'}"[:480]
+
+
+def job_lines(job: Mapping[str, Any], name: str, failure: Any = None) -> list[str]:
+    """What the job did on a node: the ``window_job`` module's message (its outcome), or why the job did not run
+    there (``failure``, what the rescue kept), then its log tail, each line indented."""
+    said = job["msg"] if "msg" in job else f"window job {name} did not run: {'?' if failure is None else failure}"
+    return [said, *(f"  {line}" for line in job.get("log_tail") or [])]
+
+
+def tripped(answers: Sequence[Any]) -> bool:
+    """Whether a memory guard was tripped when the window closed (each node's ``node_phase`` answer as its guard went
+    idle again): no guard was tripped when it opened (``plan``), so such a trip is the job's, which the restore's
+    boot clears. A node without an answer counts for nothing."""
+    return any(
+        isinstance(answer, Mapping)
+        and isinstance(answer.get("guard"), Mapping)
+        and bool(answer["guard"].get("tripped"))
+        for answer in answers
+    )

@@ -56,3 +56,51 @@ def test_nccl_tests_verdict_on_real_spark_runs() -> None:
     assert FILTERS["nccl_tests_verdict"](good.read_text(), floor_gbps=190)["status"] == "FAIL"
     with pytest.raises(AnsibleFilterError, match="nccl_tests_verdict: not nccl-tests output"):
         FILTERS["nccl_tests_verdict"]("hello")
+
+
+NETWORKD_DIR = "/etc/systemd/network"
+FABRIC_PLAN = {"networkd": {"10-dgxspark-fabric-enp1s0f0np0.network": "", "10-dgxspark-fabric-enp1s0f1np1.network": ""}}
+
+
+def test_the_stale_fabric_files_are_those_found_that_the_plan_no_longer_has() -> None:
+    found = {
+        "files": [
+            {"path": f"{NETWORKD_DIR}/10-dgxspark-fabric-enP2p1s0f1np1.network"},
+            {"path": f"{NETWORKD_DIR}/10-dgxspark-fabric-enp1s0f0np0.network"},
+            {"path": "/elsewhere/10-dgxspark-fabric-enp9s0.network"},
+        ]
+    }
+    assert FILTERS["fabric_stale_files"](found, FABRIC_PLAN, NETWORKD_DIR) == [
+        f"{NETWORKD_DIR}/10-dgxspark-fabric-enP2p1s0f1np1.network",
+        f"{NETWORKD_DIR}/10-dgxspark-fabric-enp9s0.network",  # named in the directory the role writes in
+    ]
+    # the netplan backend: the find was skipped
+    assert FILTERS["fabric_stale_files"]({"skipped": True, "changed": False}, FABRIC_PLAN, NETWORKD_DIR) == []
+    assert FILTERS["fabric_stale_files"](None, {}, NETWORKD_DIR) == []
+    with pytest.raises(AnsibleFilterError, match="fabric_stale_files: needs find's answer and a fabric plan"):
+        FILTERS["fabric_stale_files"]({"files": []}, "plan", NETWORKD_DIR)
+
+
+def test_the_removed_ports_are_those_whose_file_was_removed_this_run() -> None:
+    removed = {
+        "changed": True,
+        "results": [
+            {"changed": True, "fabric_stale": f"{NETWORKD_DIR}/10-dgxspark-fabric-enP2p1s0f1np1.network"},
+            {"changed": False, "fabric_stale": f"{NETWORKD_DIR}/10-dgxspark-fabric-enp9s0.network"},  # gone already
+            {"changed": True, "fabric_stale": f"{NETWORKD_DIR}/odd.network"},  # not named by the role: as it is
+        ],
+    }
+    assert FILTERS["fabric_removed_ports"](removed) == ["enP2p1s0f1np1", "odd.network"]
+    assert FILTERS["fabric_removed_ports"]({"skipped": True}) == []
+    assert FILTERS["fabric_removed_ports"](None) == []
+    with pytest.raises(AnsibleFilterError, match="fabric_removed_ports: needs the removal's registered answer"):
+        FILTERS["fabric_removed_ports"](["x"])
+
+
+def test_the_port_states_name_each_fabric_port_with_its_state_in_the_facts_order() -> None:
+    interfaces = {"enp1s0f1np1": {"operstate": "up", "mtu": 9000}, "enp1s0f0np0": {"operstate": "down"}}
+    assert FILTERS["fabric_port_states"](interfaces) == "enp1s0f1np1 up, enp1s0f0np0 down"
+    assert FILTERS["fabric_port_states"]({"enp1s0f0np0": {}}) == "enp1s0f0np0 None"  # not read: as the facts say
+    assert FILTERS["fabric_port_states"]({}) == ""
+    with pytest.raises(AnsibleFilterError, match="fabric_port_states: needs node_facts' fabric.interfaces"):
+        FILTERS["fabric_port_states"](["enp1s0f0np0"])

@@ -58,3 +58,16 @@ def test_invalid_profile_is_an_error(spark3: dict[str, Any]) -> None:
         FILTERS["memory_budget"](edited(spark3, {"host/startup_memguard_gib": 1}))
     with pytest.raises(AnsibleFilterError, match="not a profile"):
         FILTERS["memory_budget"](42)
+
+
+def test_the_memory_budget_figures_are_those_the_plan_could_work_out_without_the_components() -> None:
+    budget = FILTERS["memory_budget"](str(SPARK3))
+    figures = FILTERS["memory_budget_figures"](budget)
+    assert "components_gib" not in figures and None not in figures.values()
+    assert figures == {k: v for k, v in budget.items() if v is not None and k != "components_gib"}
+    assert figures["max_model_len"] == budget["max_model_len"]
+    assert FILTERS["memory_budget_figures"]({"usable_gib": None, "fits": False, "components_gib": {}}) == {
+        "fits": False
+    }
+    with pytest.raises(AnsibleFilterError, match="memory_budget_figures: needs a memory budget"):
+        FILTERS["memory_budget_figures"]([])

@@ -196,3 +196,122 @@ def test_a_lost_head_is_named_and_its_next_boot_said() -> None:
         line.startswith("head: stopped answering during the boot") and "the next boot finds its journal" in line
         for line in lines
     ), lines
+
+
+# ------------------------------------------------------------------ the steady phase: the release and the guard
+RANKS_PLAN = {"head": "head", "ranks": [{"host": "head", "spec_sha256": "aaa"}, {"host": "w1", "spec_sha256": "bbb"}]}
+
+
+def test_release_write_maps_each_decision_to_the_release_module_s_operation() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import release_write
+
+    record = {"id": "r2", "profile_sha256": "p"}
+    first = release_write({"decision": "first", "promoted": None, "record": record, "by": "op"}, RANKS_PLAN)
+    assert first == {
+        "operation": "record",
+        "detail": "",
+        "by": "op",
+        "record": {**record, "plan": RANKS_PLAN, "spec_sha256": {"head": "aaa", "w1": "bbb"}},
+    }
+    candidate = release_write({"decision": "candidate", "promoted": "r1", "record": record, "by": "op"}, RANKS_PLAN)
+    assert candidate["operation"] == "record" and "id" not in candidate and "event" not in candidate
+    served = release_write({"decision": "promoted", "promoted": "r1", "record": None, "by": "op"}, RANKS_PLAN)
+    assert served == {"operation": "event", "detail": "", "by": "op", "id": "r1", "event": "served again"}
+    respec = {"decision": "promoted", "promoted": "r1", "respec": {"head": "c"}, "record": {}, "by": "op"}
+    assert release_write(respec, RANKS_PLAN) == {
+        "operation": "event",
+        "detail": "",
+        "by": "op",
+        "id": "r1",
+        "event": "served again, re-rendered",
+        "spec_sha256": {"head": "c"},
+    }
+    rollback = release_write({"decision": "rollback", "promoted": "r2", "target": "r1", "by": "op"}, RANKS_PLAN)
+    assert rollback == {
+        "operation": "promote",
+        "detail": "rolled back to it (playbooks/rollback.yml)",
+        "by": "op",
+        "id": "r1",
+    }
+    with pytest.raises(ValueError, match="no release is written for the decision None"):
+        release_write({"decision": None}, RANKS_PLAN)
+
+
+@pytest.mark.parametrize(
+    "decision,written,line",
+    [
+        (
+            {"decision": "first", "promoted": None},
+            ["a.json", "b.json"],
+            "release: the first release, a.json, b.json, promoted",
+        ),
+        (
+            {"decision": "candidate", "promoted": "r1"},
+            ["r2.json"],
+            "release: a CANDIDATE, r2.json (promote.yml judges it; rollback.yml goes back to r1)",
+        ),
+        ({"decision": "promoted", "promoted": "r1"}, [], "release: the promoted release r1"),
+        ({"decision": "rollback", "promoted": "r2", "target": "r1"}, [], "release: rolled back to r1, promoted again"),
+        ({"decision": None, "promoted": "r1"}, [], "release: none recorded"),
+    ],
+)
+def test_the_release_line_says_what_the_boot_made_of_the_releases(
+    decision: dict[str, Any], written: list[str], line: str
+) -> None:
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import release_line
+
+    assert release_line(decision, written) == line
+
+
+def test_the_steady_report_ends_with_the_release_line_and_names_the_startup_wait() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import steady_report
+
+    head = host("head", 0, boot_served={"models": ["m"], "seconds": 5.4}, boot_released={"written": ["r1.json"]})
+    slow = host("w1", 1)
+    slow["boot_steadied"]["guard"].update(startup_overdue=True, startup_seconds=187.5)
+    hostvars = {"head": head, "w1": slow, "elsewhere": {}}
+    planned = {"plan": PLAN, "profile": {"host": {"startup_memguard_wait_seconds": 120}}}
+    lines = steady_report(hostvars, ["head", "w1"], planned, {"decision": "first", "promoted": None}, "Count:")
+    assert lines[:2] == [
+        "endpoint: http://172.31.3.10:8000/v1 serving m (ready after 5.4 s of waiting)",
+        "ranks: 0 head running; 1 w1 running",
+    ]
+    assert "over host.startup_memguard_wait_seconds (120 s)" in lines[3]
+    assert lines[-1] == "release: the first release, r1.json, promoted"
+    # no release step on the head (skipped, or not run), no wait in the profile
+    head.pop("boot_released")
+    lines = steady_report(hostvars, ["head", "w1"], {"plan": PLAN}, {"decision": "promoted", "promoted": "r1"}, "")
+    assert "over host.startup_memguard_wait_seconds: judged" in lines[3]
+    assert lines[-1] == "release: the promoted release r1"
+
+
+@pytest.mark.parametrize(
+    "guard,said",
+    [
+        (None, ""),
+        ({}, ""),
+        ({"phase": "steady", "tripped": None}, ""),
+        ({"phase": "steady", "tripped": None, "health": {"ok": True, "problems": []}}, ""),
+        ({"phase": "steady", "health": None}, ""),
+        (
+            {"tripped": {"reason": "MemAvailable low"}, "health": {"ok": False}},
+            "w1: the memory guard is TRIPPED (MemAvailable low); the boot is not steady. Read its decisions, then "
+            "clear it (-e boot_clear_trip=true or the memguard role's clear entry point).",
+        ),
+        (
+            {"tripped": None, "health": {"ok": False, "problems": ["peer listener: down", "clock skew"]}},
+            "w1: the memory guard is up but not healthy after the switch to steady: peer listener: down; clock skew. "
+            "Fix them (the memguard role's README: the listener, peers, writes, clocks); dgxspark-memguard status "
+            "prints its state.",
+        ),
+        (
+            {"health": {"ok": False}},
+            "w1: the memory guard is up but not healthy after the switch to steady: no problem named. Fix them",
+        ),
+    ],
+)
+def test_the_guard_failure_names_a_trip_first_then_an_unhealthy_guard(guard: Any, said: str) -> None:
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import guard_failure
+
+    found = guard_failure(guard, "w1")
+    assert found.startswith(said) if said else found == ""

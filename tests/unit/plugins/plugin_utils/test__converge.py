@@ -104,3 +104,50 @@ def test_fabric_expectation_backends(
 def test_fabric_expectation_without_facts_asks_for_both_backends() -> None:
     expect = fabric_expectation(PLAN)
     assert {NETWORKD, NETPLAN, NETPLAN_BIN} <= set(expect["paths"])
+
+
+def _matching_node() -> dict[str, Any]:
+    """A node that has every file, unit and port of PLAN as the networkd backend writes them."""
+    expect = fabric_expectation(PLAN, "networkd")
+    return {
+        "files": {"paths": {path: {"exists": True, "sha256": digest} for path, digest in expect["files"].items()}},
+        "services": {"units": {"systemd-networkd.service": {"active_state": "active", "unit_file_state": "enabled"}}},
+        "fabric": {"interfaces": {"enp1s0f0np0": {"mtu": 9000, "ipv4": ["10.99.3.1/32"]}}},
+    }
+
+
+def test_the_fabric_difference_is_the_node_against_what_the_role_writes() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.filter.converge import FilterModule
+
+    fabric_difference = FilterModule().filters()["fabric_difference"]
+    facts = _matching_node()
+    assert fabric_difference(facts, PLAN, "networkd") == []
+    facts["fabric"]["interfaces"]["enp1s0f0np0"]["mtu"] = 1500
+    assert fabric_difference(facts, PLAN, "networkd") == ["enp1s0f0np0 MTU: 1500 → 9000"]
+    # the directories the role writes in are the ones compared
+    moved = fabric_difference(_matching_node(), PLAN, "networkd", networkd_dir="/run/systemd/network")
+    assert moved == [
+        f"/run/systemd/network/10-dgxspark-fabric-enp1s0f0np0.network: not looked at → sha256 "
+        f"{sha256(PLAN['networkd']['10-dgxspark-fabric-enp1s0f0np0.network'])[:12]}"
+    ]
+
+
+def test_the_report_says_what_a_role_changes_or_would_change_in_check_mode() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.filter.converge import FilterModule
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import report
+
+    assert report("h", "fabric", ["a: x → y"], False) == [
+        "h: the fabric differs from the plan; configuring it:",
+        "a: x → y",
+    ]
+    assert report("h", "memory guard", ["b"], False, ["(a note)"]) == [
+        "h: the memory guard differs; installing it:",
+        "b",
+        "(a note)",
+    ]
+    fabric_report = FilterModule().filters()["fabric_difference_report"]
+    assert fabric_report(["a: x → y"], "sim3-head", True) == [
+        "sim3-head: the fabric would change (check mode):",
+        "a: x → y",
+    ]
+    assert fabric_report([], "h", "false") == ["h: the fabric differs from the plan; configuring it:"]

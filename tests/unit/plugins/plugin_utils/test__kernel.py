@@ -482,3 +482,60 @@ def test_the_report_has_a_line_per_host_and_check() -> None:
     assert lines[0] == "SKIP  sim3-head  kernel-release  not checked, expect.release not given"
     assert lines[1].startswith("FAIL  sim3-head  page-size  expected 64 KiB, found 4 KiB (fix: ")
     assert lines[-1] == "SKIP  sim3-worker1: not checked"
+
+
+# ---------------------------------------------------------------- what the role works out and applies
+def test_what_every_node_must_have_is_the_profile_s_kernel_the_role_s_expect_and_the_container_s_ulimits() -> None:
+    filters = FilterModule().filters()
+    profile = read(SPARK3)
+    planned = {"profile": profile, "shape": None}
+    ulimits = ServingFilters().filters()["container_ulimits"](str(SPARK3))
+    required = filters["kernel_expectation"](planned, {"page_size": 4096}, True, True)
+    assert required == {**profile["host"]["kernel"], "page_size": 4096, "kho_on_7x": True, "ulimits": ulimits}
+    # the role's kernel_check_limits as -e gives it (text): false leaves the ulimits unchecked
+    assert filters["kernel_expectation"](planned, {}, False, "false")["ulimits"] is None
+    assert filters["kernel_expectation"](planned)["kho_on_7x"] is True
+    # a profile without host.kernel requires only what the role asks
+    bare = {"profile": {k: v for k, v in profile.items() if k != "host"}}
+    assert filters["kernel_expectation"](bare, {"release": "x"}, True, False) == {
+        "release": "x",
+        "kho_on_7x": True,
+        "ulimits": None,
+    }
+    with pytest.raises(AnsibleFilterError, match="kernel_expectation: needs a serving_profile result"):
+        filters["kernel_expectation"]({"plan": {}})
+    with pytest.raises(AnsibleFilterError, match="kernel_expectation: expect must be a dict"):
+        filters["kernel_expectation"](planned, ["page_size"])
+
+
+def _fix(kind: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "live": extra.pop("live", False), "reboot": False, "detail": "d", **extra}
+
+
+FINDINGS = [
+    {"check": "nr-open", "status": "FAIL", "fix": _fix("sysctl", live=True, name="fs.nr_open", value="1048576")},
+    {"check": "later", "status": "FAIL", "fix": _fix("sysctl", live=False, name="vm.x", value="1")},
+    {"check": "passed", "status": "PASS", "fix": _fix("sysctl", live=True, name="vm.y", value="2")},
+    {"check": "cmdline:kho=off", "status": "FAIL", "fix": _fix("grub-cmdline", word="kho=off")},
+    {"check": "kho-off-7x", "status": "FAIL", "fix": _fix("grub-cmdline", word="kho=off")},
+    {"check": "cmdline:iommu=pt", "status": "FAIL", "fix": _fix("grub-cmdline", word="iommu=pt")},
+    {"check": "cmdline:a=b", "status": "WARN", "fix": _fix("grub-cmdline", word="a=b")},
+    {"check": "kernel-release", "status": "FAIL", "fix": _fix("manual")},
+    {"check": "page-size", "status": "FAIL", "fix": None},
+]
+
+
+def test_the_live_fixes_are_the_failed_checks_sysctls_that_are_safe_live() -> None:
+    filters = FilterModule().filters()
+    assert filters["kernel_live_sysctls"](FINDINGS) == {"fs.nr_open": "1048576"}
+    assert filters["kernel_live_sysctls"]([]) == {}
+    with pytest.raises(AnsibleFilterError, match="kernel_live_sysctls: needs kernel_findings' list"):
+        filters["kernel_live_sysctls"]("nr-open")
+
+
+def test_the_missing_words_are_the_failed_checks_command_line_words_once_each_sorted() -> None:
+    filters = FilterModule().filters()
+    assert filters["kernel_missing_words"](FINDINGS) == ["iommu=pt", "kho=off"]
+    assert filters["kernel_missing_words"](kernel_findings(GB10_NODE, {"cmdline_required": ["kho=off"]})) == []
+    missing = filters["kernel_missing_words"](kernel_findings(BARE_NODE, {"cmdline_required": ["iommu=pt"]}))
+    assert missing == ["iommu=pt"]

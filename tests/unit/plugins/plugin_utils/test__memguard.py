@@ -211,3 +211,47 @@ def test_the_filter() -> None:
         memguard_filter("spark3", "vllm_dsv41", settings(), "spark-w1", PEERS, KEY)
     with pytest.raises(AnsibleFilterError, match="settings and peers must be mappings"):
         memguard_filter(data["host"], "vllm_dsv41", settings(), "spark-w1", ["spark-head"], KEY)
+
+
+# ------------------------------------------------------------------ what the role says
+STORED_STATE = json.loads((ROOT / "tests/unit/fixtures/memguard/node-facts/state.json").read_text())
+
+
+def test_the_status_line_says_the_phase_a_trip_memavailable_the_trips_and_the_guard_s_problems() -> None:
+    line = FilterModule().filters()["memguard_status_line"]
+    assert line(STORED_STATE, {"rc": 0, "stderr": ""}) == (
+        "memory guard: phase steady, TRIPPED: MemAvailable under the steady floor 3.00 GiB (last 2.50 GiB) for "
+        "30.00 s (grace 30 s, phase steady); MemAvailable 2.5 GiB; 1 trip(s) since install"
+    )
+    idle = {**STORED_STATE, "phase": "idle", "tripped": None, "trips": 0, "last_sample": None}
+    assert (
+        line(idle, {"rc": 0}) == "memory guard: phase idle, not tripped; MemAvailable 0.0 GiB; 0 trip(s) since install"
+    )
+    sick = {**idle, "health": {"ok": False, "problems": ["peer listener: down", "clock skew"]}}
+    assert line(sick, {"rc": 0}).endswith("since install; PROBLEMS: peer listener: down; clock skew")
+    assert line({**idle, "health": None}, {"rc": 0}).endswith("since install")  # a guard that writes no health
+
+
+def test_a_guard_that_does_not_answer_says_why() -> None:
+    line = FilterModule().filters()["memguard_status_line"]
+    assert line(None, {"rc": 1, "stderr": "connection refused"}) == "memory guard: not answering (connection refused)"
+    assert line(None, {"rc": 2, "msg": "no such file"}) == "memory guard: not answering (not installed yet)"
+    with pytest.raises(AnsibleFilterError, match="memguard_status_line: needs the guard's state"):
+        line("idle", {"rc": 0})
+
+
+def test_the_difference_report_names_the_node_each_difference_and_a_key_not_made_in_check_mode() -> None:
+    report = FilterModule().filters()["memguard_difference_report"]
+    planned = {"difference": ["/etc/dgxspark-memguard/config.json: absent → sha256 0123456789ab"], "key_missing": False}
+    assert report(planned, "spark-w1", "/inv/.memguard-key", False) == [
+        "spark-w1: the memory guard differs; installing it:",
+        "/etc/dgxspark-memguard/config.json: absent → sha256 0123456789ab",
+    ]
+    lines = report({**planned, "key_missing": True}, "spark-w1", "/inv/.memguard-key", True)
+    assert lines[0] == "spark-w1: the memory guard would change (check mode):"
+    assert lines[-1] == (
+        "(check mode: /inv/.memguard-key does not exist yet and is not created now; a real run creates it, so the "
+        "configuration compared has no key)"
+    )
+    with pytest.raises(AnsibleFilterError, match="memguard_difference_report: needs memguard_plan's answer"):
+        report(["x"], "h", "k")

@@ -1,0 +1,74 @@
+# Copyright (c) dgxspark.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/secrets.yml's decisions (plugin_utils/_secrets.py) through its filters: the values given refused or
+taken, the files they go to and their directories. No message repeats a value."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.cluster.plugins.filter.secrets import FilterModule
+
+FILTERS = FilterModule().filters()
+SECRETS = {"vllm_api_key": "/etc/dgxspark/api/vllm_api_key", "hf_token": "/etc/dgxspark/secrets/hf_token"}
+TOKEN = "hf_" + "PlantedBySecretsFilters0123456789"
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"hf_token": TOKEN, "vllm_api_key": "k"}, ""),
+        ({}, ""),
+        ({"hf_token": ""}, ""),  # a credential's field left blank: no value, not a refusal
+        (
+            None,
+            "give dgxspark_secret_values, a mapping of secret name to its text (from Ansible Vault or an AWX "
+            "credential)",
+        ),
+        ([TOKEN], "give dgxspark_secret_values, a mapping"),
+        (
+            {"hf_token": TOKEN, "hf_tokn": TOKEN, "api": TOKEN},
+            "not secrets of the profile: api, hf_tokn (its secrets: hf_token, vllm_api_key)",
+        ),
+        ({"hf_token": ["a", "list"], "vllm_api_key": 12}, "values that are not text: hf_token, vllm_api_key"),
+    ],
+)
+def test_the_values_given_are_refused_naming_secrets_never_a_value(values: object, said: str) -> None:
+    refused = FILTERS["secret_values_refused"](values, SECRETS)
+    assert refused == said if not said.endswith("mapping") else refused.startswith(said)
+    assert TOKEN not in refused
+
+
+def test_a_profile_without_secrets_says_so() -> None:
+    assert FILTERS["secret_values_refused"]({"hf_token": TOKEN}, {}) == (
+        "not secrets of the profile: hf_token (its secrets: none)"
+    )
+    with pytest.raises(AnsibleFilterError, match="secret_values_refused: needs the plan's secrets"):
+        FILTERS["secret_values_refused"]({}, None)
+
+
+def test_the_files_given_are_the_profile_s_secrets_with_a_value_in_its_order() -> None:
+    given = FILTERS["secret_files_given"](SECRETS, {"hf_token": TOKEN, "vllm_api_key": "k"})
+    assert given == [
+        {"key": "vllm_api_key", "value": "/etc/dgxspark/api/vllm_api_key"},
+        {"key": "hf_token", "value": "/etc/dgxspark/secrets/hf_token"},
+    ]
+    assert FILTERS["secret_files_given"](SECRETS, {"hf_token": "", "vllm_api_key": "k"}) == [given[0]]
+    assert FILTERS["secret_files_given"](SECRETS, {}) == []
+    with pytest.raises(AnsibleFilterError, match="secret_files_given: the values given are not a mapping"):
+        FILTERS["secret_files_given"](SECRETS, [TOKEN])
+
+
+def test_the_directories_are_those_of_the_files_given_once_each_sorted() -> None:
+    given = [
+        {"key": "c", "value": "/etc/dgxspark/secrets/c"},
+        {"key": "a", "value": "/etc/dgxspark/api/a"},
+        {"key": "b", "value": "/etc/dgxspark/secrets/b"},
+    ]
+    assert FILTERS["secret_directories"](given) == ["/etc/dgxspark/api", "/etc/dgxspark/secrets"]
+    assert FILTERS["secret_directories"]([]) == []
+    with pytest.raises(AnsibleFilterError, match="secret_directories: needs secret_files_given's list"):
+        FILTERS["secret_directories"]("/etc/dgxspark/secrets/c")
+    with pytest.raises(AnsibleFilterError, match="secret_directories: an item lacks 'value'"):
+        FILTERS["secret_directories"]([{"key": "c"}])
