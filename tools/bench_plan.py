@@ -33,9 +33,9 @@ from ansible.playbook.task import Task  # noqa: E402
 from ansible.template import Templar  # noqa: E402
 
 from ansible_collections.dgxspark.cluster.plugins.action.serving_profile import ActionModule  # noqa: E402
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import HEAD_GROUP, WORKERS_GROUP  # noqa: E402
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan  # noqa: E402
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile  # noqa: E402
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import HEAD_GROUP, WORKERS_GROUP  # noqa: E402
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import HostSpec, build_plan  # noqa: E402
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile  # noqa: E402
 
 
 def median_ms(function: Callable[[], Any], repeat: int) -> float:

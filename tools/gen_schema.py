@@ -15,8 +15,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / ".ansible" / "collections"))
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import PROFILE, SCHEMA_ID  # noqa: E402
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import (  # noqa: E402
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import PROFILE, SCHEMA_ID  # noqa: E402
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.spec import (  # noqa: E402
     json_schema,
     reference_rows,
 )
@@ -34,7 +34,7 @@ def render_reference() -> str:
     lines = [
         "# Serving profile reference (schema_version 2)",
         "",
-        "Generated from `plugins/plugin_utils/_schema_v2.py` by `tools/gen_schema.py`; do not edit by hand.",
+        "Generated from `plugins/plugin_utils/profile/schema.py` by `tools/gen_schema.py`; do not edit by hand.",
         "Concepts, checks and examples: [profile.md](profile.md). `<name>` stands for a key you choose.",
         "",
         "| key | type | required | default | meaning |",

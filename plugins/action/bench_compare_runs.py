@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin: compare two benchmark runs' files (the newest two by default) and give a verdict.
 
-Controller only. The comparison itself is plugin_utils/_bench.py's ``compare`` (also the
+Controller only. The comparison itself is plugin_utils/bench/bench.py's ``compare`` (also the
 ``dgxspark.cluster.bench_compare`` filter); this plugin finds and reads the files, writes the
 comparison next to the candidate and fails on a regression when asked.
 """
@@ -16,9 +16,9 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import report as _report
 
 display = Display()
 

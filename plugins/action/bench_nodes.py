@@ -3,7 +3,7 @@
 """Action plugin: add what each node's monitor saw during a benchmark run to the run, and write its report again.
 
 Controller only. The figures (minimum MemAvailable per node and phase, the clock-latch verdicts, seed 000's
-comparison) are plugin_utils/_bench.py's and _bench_seed.py's; this plugin reads the run's results.json, adds
+comparison) are plugin_utils/bench/bench.py's and _bench_seed.py's; this plugin reads the run's results.json, adds
 ``nodes`` and writes the folder again (_bench_report.write_run).
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import report as _report
 
 display = Display()
 

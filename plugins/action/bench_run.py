@@ -3,7 +3,7 @@
 """Action plugin: a whole benchmark - gate, warm-up, the sweep, the needle - with progress, then its files.
 
 Each step runs as ``dgxspark.cluster.bench_load`` on the task's host (the client); the figures, the
-report and the charts are made here on the controller (plugin_utils/_bench.py) and written under
+report and the charts are made here on the controller (plugin_utils/bench/bench.py) and written under
 ``results_dir``.
 """
 
@@ -18,9 +18,9 @@ from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import ENDPOINT
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report as _report
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import report as _report
 
 display = Display()
 

@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin: the boot's preflight, on the controller only (plugin_utils/_boot_preflight.py)."""
+"""Action plugin: the boot's preflight, on the controller only (plugin_utils/preflight/boot.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import time
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import BOOT_PREFLIGHT
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _boot_preflight, _memguard
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan import memguard as _memguard
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     connects_to,
     hosts_from_inventory,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import bind
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import bind
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import boot as _boot_preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import CHECKS, preflight
 
 
 class ActionModule(ValidatedAction):

@@ -7,17 +7,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import GROUPS_ARGUMENT_SPEC
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import (
     DEFAULT_PREFIX,
     plan_shares,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
-    GROUPS_ARGUMENT_SPEC,
-    hosts_from_inventory,
-)
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, select_shape
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import hosts_from_inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile, select_shape
 
 
 class ActionModule(ValidatedAction):

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin: put an image on the current host, streamed from another host over SSH (docker save piped into
 docker load through the controller, a chunk at a time) or pulled from its registry, then verify its ID there
-(plugin_utils/_image_transfer.py)."""
+(plugin_utils/release/images.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from ansible.plugins.loader import connection_loader
 from ansible.utils.display import Display
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import IMAGE_STREAM
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _image_transfer as transfer
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release import images as transfer
 
 display = Display()
 

@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin: one node's memory guard, planned on the controller (plugin_utils/_memguard.py)."""
+"""Action plugin: one node's memory guard, planned on the controller (plugin_utils/plan/memguard.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import MEMGUARD_PLAN
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import (
     SETTINGS,
     MemguardConfigError,
     differences_by_host,
@@ -24,6 +23,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import 
     read_key,
     script_sha256,
 )
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.converge import difference
 
 KEY_LENGTH = 40
 KEY_CHARS = string.ascii_letters + string.digits

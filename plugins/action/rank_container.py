@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin: a plan rank's container through community.docker.docker_container, its parameters as one dict.
 
-The plan (plugin_utils/_container.py) builds every rank's docker_container parameters; a task that spelled
+The plan (plugin_utils/plan/container.py) builds every rank's docker_container parameters; a task that spelled
 them out one by one templated some 70 ``{{ p.x | default(omit) }}`` expressions for every host and task. This
 passes the plan's dict as it is, refusing any key the plan cannot produce (``_container.PARAMETERS``): what
 starts is what was judged, and nothing is dropped on the way.
@@ -14,7 +14,7 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import RANK_CONTAINER
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import PARAMETERS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.container import PARAMETERS
 
 MODULE = "community.docker.docker_container"
 

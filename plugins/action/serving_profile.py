@@ -11,19 +11,19 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import SERVING_PROFILE
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import (
-    fabric_expectation_with,
-    fabric_settings_by_host,
-)
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import plan_shares
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import read_text
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import plan_shares
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     hosts_from_inventory,
     other_clusters_hosts,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import read_text
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import parse_profile, select_shape
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.converge import (
+    fabric_expectation_with,
+    fabric_settings_by_host,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import parse_profile, select_shape
 
 
 class ActionModule(ValidatedAction):

@@ -12,10 +12,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 
 # imported when first called (plugin_utils/_lazy.py says why)
-compare = lazy("plugin_utils._bench", "compare")
-load_results = lazy("plugin_utils._bench", "load_results")
-summarize = lazy("plugin_utils._bench", "summarize")
-text_table = lazy("plugin_utils._bench_report", "text_table")
+compare = lazy("plugin_utils.bench.bench", "compare")
+load_results = lazy("plugin_utils.bench.bench", "load_results")
+summarize = lazy("plugin_utils.bench.bench", "summarize")
+text_table = lazy("plugin_utils.bench.report", "text_table")
 
 
 def _document(results: Any) -> Any:

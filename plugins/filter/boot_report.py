@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The boot role's filters (logic in plugin_utils/_boot_report.py). Documentation: the .yml file of each filter."""
+"""The boot role's reports (logic in plugin_utils/release/boot_report.py). Documentation: each filter's .yml file."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 
 # imported when first called (plugin_utils/_lazy.py says why)
-_boot_report = lazy("plugin_utils._boot_report", "boot_report")
-_boot_undo_report = lazy("plugin_utils._boot_report", "boot_undo_report")
-_boot_outcome = lazy("plugin_utils._boot_report", "boot_outcome")
-_steady_report = lazy("plugin_utils._boot_report", "steady_report")
-_release_write = lazy("plugin_utils._boot_report", "release_write")
-_guard_failure = lazy("plugin_utils._boot_report", "guard_failure")
+_boot_report = lazy("plugin_utils.release.boot_report", "boot_report")
+_boot_undo_report = lazy("plugin_utils.release.boot_report", "boot_undo_report")
+_boot_outcome = lazy("plugin_utils.release.boot_report", "boot_outcome")
+_steady_report = lazy("plugin_utils.release.boot_report", "steady_report")
+_release_write = lazy("plugin_utils.release.boot_report", "release_write")
+_guard_failure = lazy("plugin_utils.release.boot_report", "guard_failure")
 
 
 def boot_report(hosts: Any, plan: Any, prompt: str = "", startup_wait: Any = None, ended: Any = None) -> list[str]:

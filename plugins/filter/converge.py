@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Converge from facts (logic in plugin_utils/_converge.py). Documentation: the .yml file of each filter."""
+"""Converge from facts (logic in plugin_utils/preflight/converge.py). Documentation: the .yml file of each filter."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _converge
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import converge as _converge
 
 
 def converge_difference(node: Any, expect: Any) -> list[str]:

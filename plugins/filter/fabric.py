@@ -10,7 +10,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl_tests import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.nccl_tests import (
     DEFAULT_FLOOR_GBPS,
     bandwidth_verdict,
     parse_nccl_tests,
@@ -49,12 +49,12 @@ def fabric_not_management(node: Any, host: Any, management: Any = None, waived: 
 
 
 # imported when first called (plugin_utils/_lazy.py says why)
-_not_management = lazy("plugin_utils._preflight", "fabric_not_management")
+_not_management = lazy("plugin_utils.preflight.checks", "fabric_not_management")
 nccl_names = lazy("module_utils._roce", "nccl_names")
-verify_report = lazy("plugin_utils._fabric", "verify_report")
-_stale_networkd_files = lazy("plugin_utils._fabric", "stale_networkd_files")
-_removed_ports = lazy("plugin_utils._fabric", "removed_ports")
-_port_states = lazy("plugin_utils._fabric", "port_states")
+verify_report = lazy("plugin_utils.plan.fabric", "verify_report")
+_stale_networkd_files = lazy("plugin_utils.plan.fabric", "stale_networkd_files")
+_removed_ports = lazy("plugin_utils.plan.fabric", "removed_ports")
+_port_states = lazy("plugin_utils.plan.fabric", "port_states")
 
 
 def fabric_port_states(interfaces: Any) -> str:

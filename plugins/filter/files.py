@@ -12,7 +12,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _file_checks
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import files as _file_checks
 
 KINDS = ("networkd", *(f"sysctl-{role}" for role in _file_checks.SYSCTL_KEYS))
 PYTHON = re.compile(r"/[A-Za-z0-9_.+/-]+")

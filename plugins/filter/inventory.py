@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over the inventory's hosts and what they hold (logic in plugin_utils/_inventory.py). Documentation: the
+"""Filters over the inventory's hosts and what they hold (logic in plugin_utils/plan/inventory.py). Documentation: the
 .yml file of each filter."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 
 # imported when first called (plugin_utils/_lazy.py says why)
-_other_clusters_hosts = lazy("plugin_utils._inventory", "other_clusters_hosts")
-_host = lazy("plugin_utils._inventory", "Host")
-_answers_by_host = lazy("plugin_utils._inventory", "answers_by_host")
+_other_clusters_hosts = lazy("plugin_utils.plan.inventory", "other_clusters_hosts")
+_host = lazy("plugin_utils.plan.inventory", "Host")
+_answers_by_host = lazy("plugin_utils.plan.inventory", "answers_by_host")
 
 
 def other_clusters_hosts(play_hosts: Any, cluster_hosts: Any, hostvars: Any) -> list[str]:

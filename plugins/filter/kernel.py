@@ -10,8 +10,8 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan import kernel as _kernel
 
 
 def kernel_findings(node: Any, expect: Any = None, skip: Any = ()) -> list[dict[str, Any]]:

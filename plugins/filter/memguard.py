@@ -10,12 +10,12 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import (
     MemguardConfigError,
     difference_report,
     status_line,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import memguard_config as _memguard_config
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import memguard_config as _memguard_config
 
 
 def memguard_config(

@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of playbooks/secrets.yml (logic in plugin_utils/_secrets.py). Documentation: the .yml file of each filter.
+"""Filters of playbooks/secrets.yml (logic in plugin_utils/profile/secrets.py). Documentation: each filter's .yml file.
 
 No error here repeats a value given: a secret's value is never shown.
 """
@@ -15,9 +15,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 
 # imported when first called (plugin_utils/_lazy.py says why)
-_values_refused = lazy("plugin_utils._secrets", "values_refused")
-_files_given = lazy("plugin_utils._secrets", "files_given")
-_directories = lazy("plugin_utils._secrets", "directories")
+_values_refused = lazy("plugin_utils.profile.secrets", "values_refused")
+_files_given = lazy("plugin_utils.profile.secrets", "files_given")
+_directories = lazy("plugin_utils.profile.secrets", "directories")
 
 
 def _secrets(name: str, secrets: Any) -> Mapping[str, str]:

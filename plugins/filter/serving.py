@@ -27,7 +27,7 @@ def _checked(function: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_secret_env_names = lazy("plugin_utils._secrets", "secret_env_names")
+_secret_env_names = lazy("plugin_utils.profile.secrets", "secret_env_names")
 
 
 def secret_env_names(env: Any) -> list[str]:
@@ -39,7 +39,7 @@ def secret_env_names(env: Any) -> list[str]:
     return _secret_env_names(env)
 
 
-_bind = lazy("plugin_utils._plan", "bind")
+_bind = lazy("plugin_utils.plan.plan", "bind")
 
 
 def plan_bound(planned: Any, hostvars: Any, hosts: Any) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def plan_bound(planned: Any, hostvars: Any, hosts: Any) -> dict[str, Any]:
     return {**planned, "plan": _bind(planned["plan"], found)}
 
 
-_budget_figures = lazy("plugin_utils._memory", "budget_figures")
+_budget_figures = lazy("plugin_utils.plan.memory", "budget_figures")
 
 
 def memory_budget_figures(budget: Any) -> dict[str, Any]:
@@ -75,7 +75,7 @@ class FilterModule:
             "container_ulimits": _checked(lazy("plugin_utils._api", "container_ulimits")),
             "rank_argv": _checked(lazy("plugin_utils._api", "rank_argv")),
             "memory_budget": _checked(lazy("plugin_utils._api", "memory_budget")),
-            "docker_container_params": _checked(lazy("plugin_utils._container", "docker_container_params")),
+            "docker_container_params": _checked(lazy("plugin_utils.plan.container", "docker_container_params")),
             "secret_env_names": secret_env_names,
             "plan_bound": _checked(plan_bound),
             "memory_budget_figures": memory_budget_figures,

@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the vllm_container role (logic in plugin_utils/_rank_container.py). Documentation: the .yml file of
+"""Filters of the vllm_container role (logic in plugin_utils/plan/rank_container.py). Documentation: the .yml file of
 each filter."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 
 # imported when first called (plugin_utils/_lazy.py says why)
-_same_spec = lazy("plugin_utils._rank_container", "same_spec")
-_differences = lazy("plugin_utils._rank_container", "differences")
-_refusal = lazy("plugin_utils._rank_container", "refusal")
+_same_spec = lazy("plugin_utils.plan.rank_container", "same_spec")
+_differences = lazy("plugin_utils.plan.rank_container", "differences")
+_refusal = lazy("plugin_utils.plan.rank_container", "refusal")
 
 
 def _answer(name: str, value: Any, what: str) -> Mapping[str, Any]:

@@ -63,7 +63,7 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 from ansible.utils.display import Display
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     DEFAULT_GROUPS,
     GROUPS_VAR,
     LEGACY_GROUP_VARS,

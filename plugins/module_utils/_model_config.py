@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """node_facts' ``weights`` section, the model's ``config.json``: only the keys a KV-cache size depends on.
 
-The preflight works out on the controller what one token costs in the KV cache (``plugin_utils/_kv.py``) from the
+The preflight works out on the controller what one token costs in the KV cache (``plugin_utils/plan/kv.py``) from the
 config.json of the weights the head will load. The node sends only :data:`KV_KEYS` (and the same keys of a
 multimodal config's ``text_config``), never the whole file:
 
@@ -34,7 +34,7 @@ MAX_DIRS = 64
 MAX_ITEMS = 4096
 MAX_TEXT = 256
 NESTED = "text_config"
-# What KV bytes per token depend on (plugin_utils/_kv.py), what names the model, and what marks attention the
+# What KV bytes per token depend on (plugin_utils/plan/kv.py), what names the model, and what marks attention the
 # formula does not model (the preflight names those and asks for a measured cost instead).
 KV_KEYS: tuple[str, ...] = (
     "architectures",

@@ -3,7 +3,7 @@
 """What a node offers NCCL over RoCE on its planned fabric ports, from node_facts' ``fabric`` and ``rdma`` sections.
 
 Pure, and its own module: the node's fabric verify (``_fabric_verify``) and the controller's preflight
-(``plugin_utils/_boot_preflight.py``, binding the plan's one late input) call the same code, and the controller
+(``plugin_utils/preflight/boot.py``, binding the plan's one late input) call the same code, and the controller
 reads it without loading the node's fact gathering. No imports beyond typing.
 """
 

@@ -4,7 +4,7 @@
 
 Every part that asks uses :func:`is_secret_name`: node_facts, which never returns such a variable's value
 (``_docker_engine.redacted_environment``); the preflight, which shows a differing one as ``***``; the plan,
-which refuses one in a rank's environment (``plugin_utils/_secrets.py``, which adds the one exception a
+which refuses one in a rank's environment (``plugin_utils/profile/secrets.py``, which adds the one exception a
 refusal needs, a ``*_PATH``/``*_FILE`` variable naming an absolute path); and the vllm_container role's
 ``no_log``, through the ``dgxspark.cluster.secret_env_names`` filter. Here, so node code can import it too.
 

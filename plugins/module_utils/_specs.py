@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 # The inventory groups of a cluster's head and workers: the one default of the variable that names them,
-# dgxspark_cluster_groups, which every role, playbook and plugin reads (plugin_utils/_inventory.py re-exports these
+# dgxspark_cluster_groups, which every role, playbook and plugin reads (plugin_utils/plan/inventory.py re-exports these
 # for the controller; modules cannot import plugin_utils). The actions take the variable as cluster_groups.
 HEAD_GROUP = "dgxspark_head"
 WORKERS_GROUP = "dgxspark_workers"

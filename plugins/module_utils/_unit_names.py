@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which systemd unit names the collection hands to ``systemctl``: the one allow-list.
 
-The profile's schema checks ``host.helper_services`` with :data:`UNIT_NAME` (``plugin_utils/_schema_v2.py``
+The profile's schema checks ``host.helper_services`` with :data:`UNIT_NAME` (``plugin_utils/profile/schema.py``
 imports it from here), and ``node_phase`` checks the names it is given, and those a boot journal on the node
 lists, with :func:`not_unit_names` before it calls ``systemctl``. Here, so node code can import it too.
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget as _budget
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import nccl_environment as _nccl
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Problem, ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memory import memory_budget as _budget
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import nccl_environment as _nccl
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import HostSpec, build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import (
     Profile,
     effective_docker_args,
     load_profile,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._secrets import redact, redact_text
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.secrets import redact, redact_text
 
 ERROR = "error"
 WARNING = "warning"

@@ -7,7 +7,7 @@
 #                               (sim/node/), imported with `docker import`: boots systemd as PID 1.
 #   dgxspark-sim/python:<hash>  Debian bookworm minbase + python3 (sim/images/python/).
 #   dgxspark-sim/engine:<hash>  FROM the python image: sim/engine/ (the `vllm serve` stand-in) and
-#                               plugins/plugin_utils/_vllm_serve_args.py, `vllm` on PATH; also
+#                               plugins/plugin_utils/profile/vllm_serve_args.py, `vllm` on PATH; also
 #                               tagged :latest (the sim profiles' container.image). Saved as a tar
 #                               that sim-up loads into every node's inner dockerd.
 #   dgxspark-ee/base:<hash>     not part of `all`: the execution environment's base image (make ee-image,
@@ -132,7 +132,7 @@ if [[ $what == all || $what == engine ]]; then
     engine_src=${SIM_ENGINE_SRC:-sim/engine}
     [[ -d $repo/$engine_src || -d $engine_src ]] || die "$engine_src/ is missing: the engine image packages it"
     if [[ -d $repo/$engine_src ]]; then engine_src=$repo/$engine_src; fi
-    serve_args=plugins/plugin_utils/_vllm_serve_args.py
+    serve_args=plugins/plugin_utils/profile/vllm_serve_args.py
     [[ -f $repo/$serve_args ]] || die "$serve_args is missing: the engine image carries it"
     engine_hash=$(
         {
@@ -154,7 +154,7 @@ if [[ $what == all || $what == engine ]]; then
         # the engine's own files, without bytecode caches or test leftovers
         mkdir -p "$context/engine"
         tar -C "$engine_src" --exclude=__pycache__ --exclude='*.pyc' --exclude=.pytest_cache -cf - . | tar -C "$context/engine" -xf -
-        cp "$repo/$serve_args" "$context/plugin_utils/"
+        cp "$repo/$serve_args" "$context/plugin_utils/_vllm_serve_args.py"
         built=dgxspark-sim/engine-build:$engine_hash
         if ! docker build --build-arg "BASE=$python_image" -t "$built" "$context" >"$cache/build/engine-build.log" 2>&1; then
             tail -n 30 "$cache/build/engine-build.log" >&2

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import fabric_plan, render_netplan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kernel import grub_dropin, kernel_findings
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import fabric_plan, render_netplan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kernel import grub_dropin, kernel_findings
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import HostSpec, build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, edited
 
 CORPUS = ROOT / "tests" / "unit" / "fixtures" / "bad-inputs"

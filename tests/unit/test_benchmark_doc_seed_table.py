@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_seed import SEED_000, SEED_NEEDLE_TOKENS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.seed import SEED_000, SEED_NEEDLE_TOKENS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 HEADER = "| figure | seed 000 | the stand-in's value | how it is measured |"

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import Options, gather
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_preflight import release_record
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import boot_report, boot_undo_report
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import config_text, memguard_config
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import report as _bench_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import config_text, memguard_config
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.boot import release_record
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.boot_report import boot_report, boot_undo_report
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, read
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.action.test_serving_profile import GROUPS, HOSTVARS, run
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__memguard import KEY, PEERS, settings

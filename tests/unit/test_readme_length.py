@@ -106,7 +106,7 @@ def test_every_relative_link_resolves(path: pathlib.Path) -> None:
     for target in _links(path):
         if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
             continue
-        file_part, _, anchor = target.partition("#")
+        file_part, _hash, anchor = target.partition("#")
         linked = (path.parent / file_part).resolve() if file_part else path
         if not linked.exists():
             broken.append(f"{target}: no such file")

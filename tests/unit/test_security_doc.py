@@ -13,9 +13,9 @@ import yaml
 
 from ansible_collections.dgxspark.cluster.plugins.action import memguard_plan
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import PRIVILEGE_CHECKS
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import PRIVILEGE_CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import (
     DEFAULT_API_PORT,
     DEFAULT_MASTER_PORT,
 )

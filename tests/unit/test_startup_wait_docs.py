@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import HOST
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import HOST
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 WRONG = ("counts as failed", "fails the boot", "the boot fails")

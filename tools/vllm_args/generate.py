@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Generate ``plugins/plugin_utils/_vllm_serve_args.py`` from vLLM's real ``vllm serve`` parser.
+"""Generate ``plugins/plugin_utils/profile/vllm_serve_args.py`` from vLLM's real ``vllm serve`` parser.
 
 Run this with the Python of a throwaway virtual environment in which the vLLM release is
 installed (``pip install vllm==X.Y.Z``); no GPU is needed. It builds the ``serve`` sub-parser
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUTPUT = REPO_ROOT / "plugins" / "plugin_utils" / "_vllm_serve_args.py"
+DEFAULT_OUTPUT = REPO_ROOT / "plugins" / "plugin_utils" / "profile" / "vllm_serve_args.py"
 
 # Keys of every SERVE_OPTIONS entry, in the order they are documented in the generated module.
 ENTRY_KEYS = (

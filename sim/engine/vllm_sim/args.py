@@ -6,7 +6,7 @@ The table (``_vllm_serve_args.py``, SERVE_OPTIONS) is found, in this order, at:
 
 1. the path in ``SIM_ENGINE_SERVE_ARGS``;
 2. ``_vllm_serve_args.py`` next to this module (where the engine image copies it);
-3. ``plugins/plugin_utils/_vllm_serve_args.py`` of the checkout this engine sits in (sim/engine/..).
+3. ``plugins/plugin_utils/profile/vllm_serve_args.py`` of the checkout this engine sits in (sim/engine/..).
 
 Every option string of the table becomes a real ``argparse`` option, so unknown flags, missing values,
 bad numbers and bad choices fail exactly as argparse fails: the usage line, then
@@ -43,7 +43,9 @@ def table_candidates() -> list[str]:
     here = os.path.dirname(os.path.abspath(__file__))
     return [
         os.path.join(here, "_vllm_serve_args.py"),
-        os.path.normpath(os.path.join(here, "..", "..", "..", "plugins", "plugin_utils", "_vllm_serve_args.py")),
+        os.path.normpath(
+            os.path.join(here, "..", "..", "..", "plugins", "plugin_utils", "profile", "vllm_serve_args.py")
+        ),
     ]
 
 

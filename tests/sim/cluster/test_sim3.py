@@ -313,7 +313,7 @@ def test_bench_reproduces_seed_000_on_sim3(sim3, tmp_path):
     report = (run / "report.md").read_text()
     assert "## Against seed 000" in report and "## Nodes during the run" in report and "## Bursts" in report
     sys.path.insert(0, str(REPO / ".ansible" / "collections"))
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench
 
     summary = _bench.summarize(results, results.get("slos"))
     rows = {row["figure"]: row for row in summary["seed_000"]}

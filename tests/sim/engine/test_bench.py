@@ -18,7 +18,7 @@ import pytest
 from engine_helpers import REPO, free_port, wait_healthy
 
 sys.path.insert(0, str(REPO / ".ansible" / "collections"))
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench  # noqa: E402
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench  # noqa: E402
 
 PLAYBOOK = """
 - hosts: localhost

@@ -1,7 +1,7 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Issue 15, the guard's files: the systemd unit (watchdog, start limits) and the shell wrapper as the role
-writes them (plugin_utils/_memguard.py renders them; the memguard_plan action hands them to the role), and the
+writes them (plugin_utils/plan/memguard.py renders them; the memguard_plan action hands them to the role), and the
 allow-list that keeps every value written into them harmless (memguard_config)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import (
     SETTINGS,
     MemguardConfigError,
     expectation,
@@ -27,7 +27,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import 
     unit_text,
     wrapper_text,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
 
 ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "memguard"

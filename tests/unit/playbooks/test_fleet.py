@@ -18,7 +18,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, other_clusters_hosts
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host, other_clusters_hosts
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 BIN = pathlib.Path(sys.executable).parent

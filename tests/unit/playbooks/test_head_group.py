@@ -23,7 +23,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     DEFAULT_GROUPS,
     HEAD_GROUP,
     WORKERS_GROUP,
@@ -171,7 +171,7 @@ def test_no_role_playbook_or_plugin_names_a_group_but_the_one_default(path: path
     else:
         assert not found, f"{path.relative_to(ROOT)} names {sorted(set(found))}"
     assert not re.search(r"groups\[\s*['\"]", code), f"{path.relative_to(ROOT)} indexes groups by a literal name"
-    if path != ROOT / "plugins/plugin_utils/_inventory.py":  # where the deprecated names are read, once
+    if path != ROOT / "plugins/plugin_utils/plan/inventory.py":  # where the deprecated names are read, once
         assert not re.search(r"\bboot_(head|workers)_group\b", code), f"{path.relative_to(ROOT)}: a deprecated name"
 
 

@@ -19,8 +19,8 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.cluster.plugins.filter.bench import FilterModule
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench_report
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import report as _bench_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.bench import (
     DEFAULT_SLOS,
     FORMAT,
     compare,
@@ -32,7 +32,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench import (
     summarize,
     validate_results,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_report import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.report import (
     render_comparison_markdown,
     render_markdown,
     text_table,
@@ -710,7 +710,9 @@ def test_modules_import_without_matplotlib() -> None:
     code = (
         "import sys\n"
         "sys.modules['matplotlib'] = None\n"
-        "from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench, _bench_report, _bench_stats\n"
+        "from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench\n"
+        "from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import report as _bench_report\n"
+        "from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import stats as _bench_stats\n"
         "from ansible_collections.dgxspark.cluster.plugins.filter import bench\n"
         "print(_bench_report.charts_missing() is not None)\n"
     )

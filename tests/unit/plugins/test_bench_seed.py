@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_monitor import mem_available, monitor
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_seed import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.seed import (
     GIB,
     burst_summary,
     node_memory,

@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_stats import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.stats import (
     betainc,
     describe,
     finite,

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from ansible_collections.dgxspark.cluster.plugins.filter.fabric import fabric_not_management
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import checks as _preflight
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 BIN = pathlib.Path(sys.executable).parent

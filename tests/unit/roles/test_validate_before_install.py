@@ -7,7 +7,7 @@ collection renders and on files that must be refused.
 
 - the memory guard's wrapper (a shell script on root's PATH): ``sh -n``;
 - the fabric's systemd-networkd files: the node's Python checks sections, keys and values
-  (``dgxspark.cluster.file_check``, plugin_utils/_file_checks.py): systemd has no command that reads a
+  (``dgxspark.cluster.file_check``, plugin_utils/preflight/files.py): systemd has no command that reads a
   ``.network`` file without applying it (``systemd-analyze verify`` reads units only);
 - the fabric's and the kernel's sysctl.d files: the same check, ``key = number`` lines of the role's own keys
   (``sysctl -p`` would read them, but it applies them too); ``ansible.posix.sysctl`` then sets each value live and
@@ -29,11 +29,11 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.cluster.plugins.filter.files import file_check
 from ansible_collections.dgxspark.cluster.plugins.filter.kernel import kernel_sysctl_dropin
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _file_checks
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import fabric_expectation, sha256
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import fabric_plan, host_share
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import wrapper_text
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import fabric_plan, host_share
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import wrapper_text
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import files as _file_checks
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.converge import fabric_expectation, sha256
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 

@@ -22,8 +22,8 @@ import yaml
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.dgxspark.cluster.plugins.action import rank_container
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import FIXED_PARAMETERS, PARAMETERS
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import DOCKER_RUN_OPTIONS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.container import FIXED_PARAMETERS, PARAMETERS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import DOCKER_RUN_OPTIONS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 TASK = pathlib.Path(__file__).resolve().parents[3] / "roles" / "vllm_container" / "tasks" / "container.yml"
@@ -107,7 +107,7 @@ def test_parameters_that_name_a_secret_hide_the_task() -> None:
     """Defence in depth: the plan refuses a secret in env, but parameters given by hand that carry one make the
     task no_log, by the plan's own check (the secret_env_names filter); a path (HF_TOKEN_PATH) does not, nor a
     name that only looks like one (MAX_TOKENS, SIM_ENGINE_KV_BYTES_PER_TOKEN)."""
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._secrets import secret_env_names
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.secrets import secret_env_names
 
     (task, *_rest) = yaml.safe_load(TASK.read_text(encoding="utf-8"))
     assert "dgxspark.cluster.secret_env_names" in task["no_log"] and "search" not in task["no_log"]

@@ -16,7 +16,7 @@ from ansible.playbook.task import Task
 from ansible.template import Templar
 
 from ansible_collections.dgxspark.cluster.plugins.action import boot_preflight, memguard_plan, serving_profile
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import SETTINGS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import SETTINGS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
     facts as node_facts,

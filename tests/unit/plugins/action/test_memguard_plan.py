@@ -21,8 +21,8 @@ from ansible.playbook.task import Task
 from ansible.template import Templar
 
 from ansible_collections.dgxspark.cluster.plugins.action import memguard_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import SETTINGS
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import SETTINGS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
 
 ROLE = pathlib.Path(__file__).resolve().parents[4] / "roles" / "memguard"

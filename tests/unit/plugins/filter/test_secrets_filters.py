@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/secrets.yml's decisions (plugin_utils/_secrets.py) through its filters: the values given refused or
+"""playbooks/secrets.yml's decisions (plugin_utils/profile/secrets.py) through its filters: the values given refused or
 taken, the files they go to and their directories. No message repeats a value."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vllm_container role's decisions on the rank's container found on its node (plugin_utils/_rank_container.py),
+"""The vllm_container role's decisions on the rank's container found on its node (plugin_utils/plan/rank_container.py),
 through its filters: is it the planned one, what differs, and why it is left alone."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._fabric_verify im
     parse_ping,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import FabricHost, fabric_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import FabricHost, fabric_plan
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import GB10
 
 HERE = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "fabric_verify"

@@ -94,7 +94,7 @@ def test_a_value_too_large_or_too_deep_is_named_not_sent(value: object) -> None:
 
 
 def test_every_kv_key_the_kv_formula_reads_is_sent() -> None:
-    # plugin_utils/_kv.py reads these; the preflight can only work with what the node sends
+    # plugin_utils/plan/kv.py reads these; the preflight can only work with what the node sends
     read = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size"}
     read |= {"kv_lora_rank", "qk_rope_head_dim", "torch_dtype", "dtype", "sliding_window", "layer_types"}
     read |= {"compress_ratios", "compress_rates", "attn_type_list", "layers_block_type", "hybrid_override_pattern"}

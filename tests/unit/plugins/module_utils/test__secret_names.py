@@ -16,9 +16,10 @@ from ansible_collections.dgxspark.cluster.plugins.filter.serving import FilterMo
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _docker_engine, _secret_names
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import REDACTED, redacted_environment
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import SECRET_NAME, is_secret_name
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _preflight, _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import checks as _preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, read
 
 SECRET_ENV_NAMES = FilterModule().filters()["secret_env_names"]

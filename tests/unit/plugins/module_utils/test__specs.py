@@ -11,7 +11,7 @@ import runpy
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _specs
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan import inventory as _inventory
 
 ACTIONS = {
     "boot_preflight": _specs.BOOT_PREFLIGHT,

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _bench_client as client
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_seed import burst_summary
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.seed import burst_summary
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 SCALE = 0.01

@@ -22,7 +22,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import
 from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import not_unit_names
 from ansible_collections.dgxspark.cluster.plugins.modules import node_phase
 from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import Node, run
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import UNIT_NAME
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import UNIT_NAME
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES
 
 PARAMS = {

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile, validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
 
 KEY_FILE = "/etc/dgxspark/secrets/vllm_api_key"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.boot_report import (
     boot_report,
     boot_undo_report,
     guard_summary,
@@ -203,7 +203,7 @@ RANKS_PLAN = {"head": "head", "ranks": [{"host": "head", "spec_sha256": "aaa"}, 
 
 
 def test_release_write_maps_each_decision_to_the_release_module_s_operation() -> None:
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import release_write
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.boot_report import release_write
 
     record = {"id": "r2", "profile_sha256": "p"}
     first = release_write({"decision": "first", "promoted": None, "record": record, "by": "op"}, RANKS_PLAN)
@@ -258,13 +258,13 @@ def test_release_write_maps_each_decision_to_the_release_module_s_operation() ->
 def test_the_release_line_says_what_the_boot_made_of_the_releases(
     decision: dict[str, Any], written: list[str], line: str
 ) -> None:
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import release_line
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.boot_report import release_line
 
     assert release_line(decision, written) == line
 
 
 def test_the_steady_report_ends_with_the_release_line_and_names_the_startup_wait() -> None:
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import steady_report
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.boot_report import steady_report
 
     head = host("head", 0, boot_served={"models": ["m"], "seconds": 5.4}, boot_released={"written": ["r1.json"]})
     slow = host("w1", 1)
@@ -311,7 +311,7 @@ def test_the_steady_report_ends_with_the_release_line_and_names_the_startup_wait
     ],
 )
 def test_the_guard_failure_names_a_trip_first_then_an_unhealthy_guard(guard: Any, said: str) -> None:
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_report import guard_failure
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.boot_report import guard_failure
 
     found = guard_failure(guard, "w1")
     assert found.startswith(said) if said else found == ""

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import docker_container_params
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.container import docker_container_params
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import (
     DOCKER_RUN_OPTIONS,
     KEY,
     PRIVILEGE_CHECKS,
     SHORT_OPTIONS,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8
 
 HOSTS = [Host(f"spark-{i}", i, f"198.51.100.{10 + i}", head=i == 0) for i in range(8)]

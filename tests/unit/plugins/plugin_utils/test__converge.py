@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.converge import (
     NETPLAN_BIN,
     difference,
     fabric_expectation,
@@ -134,7 +134,7 @@ def test_the_fabric_difference_is_the_node_against_what_the_role_writes() -> Non
 
 def test_the_report_says_what_a_role_changes_or_would_change_in_check_mode() -> None:
     from ansible_collections.dgxspark.cluster.plugins.filter.converge import FilterModule
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import report
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.converge import report
 
     assert report("h", "fabric", ["a: x → y"], False) == [
         "h: the fabric differs from the plan; configuring it:",

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import (
     DOCKER_RUN_OPTIONS,
     FLAG,
     KEY,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, gather
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.engram_disk import (
     FAIL,
     PASS,
     SKIP,
@@ -23,8 +23,8 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk impo
     engram_storage,
     judge,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK8, edited
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import GB10
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__plan import cluster

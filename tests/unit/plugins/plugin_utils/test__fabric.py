@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import (
     PORT0,
     PORT1,
     HostFabric,
@@ -22,8 +23,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import (
     shape_settings,
     sysctls,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, hosts_from_inventory
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host, hosts_from_inventory
 
 SIM = {
     3: ["sim3-head", "sim3-worker1", "sim3-worker2"],

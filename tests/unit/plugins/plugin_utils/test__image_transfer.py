@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _image_transfer as transfer
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release import images as transfer
 
 OLD = "sha256:" + "a" * 64
 NEW = "sha256:" + "b" * 64

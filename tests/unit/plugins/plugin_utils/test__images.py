@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_preflight import image_ids
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.boot import image_ids
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import (
     ImageRef,
     find_image,
     near_misses,
     parse_reference,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import preflight
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
     HOSTS,

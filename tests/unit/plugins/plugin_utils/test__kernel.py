@@ -15,8 +15,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.cluster.plugins.filter.kernel import FilterModule
 from ansible_collections.dgxspark.cluster.plugins.filter.serving import FilterModule as ServingFilters
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, gather
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kernel import kernel_findings, summary
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kernel import kernel_findings, summary
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, read
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_facts_support import BARE, GB10
 

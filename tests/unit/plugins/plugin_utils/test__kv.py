@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kv import (
     GIB,
     MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN,
     KVCost,

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._model_config import model_configs
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import GIB, read_vllm_kv_lines
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kv import GIB, read_vllm_kv_lines
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import (
     FAIL,
     PASS,
     SKIP,
@@ -27,10 +29,8 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import (
     kv_fit,
     planned_kv_cache,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, validate_profile
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules import ONE_M
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile, validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rules import ONE_M
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import DELETE, FIXTURES, SPARK3, SPARK8, edited
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__plan import cluster
 

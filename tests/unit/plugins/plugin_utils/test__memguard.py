@@ -15,12 +15,12 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.cluster.plugins.filter.memguard import FilterModule
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memguard import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import (
     SETTINGS,
     MemguardConfigError,
     memguard_config,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, SPARK8
 
 GIB = 1024**3

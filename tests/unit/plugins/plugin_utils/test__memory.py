@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memory import memory_budget
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile, validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK8, edited
 
 

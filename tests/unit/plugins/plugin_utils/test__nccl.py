@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import check_nccl_environment, nccl_environment
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import check_nccl_environment, nccl_environment
 
 
 @pytest.mark.parametrize(

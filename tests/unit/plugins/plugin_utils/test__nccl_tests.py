@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl_tests import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.nccl_tests import (
     FAIL,
     PASS,
     WARN,

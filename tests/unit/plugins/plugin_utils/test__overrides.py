@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _overrides
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, hosts_from_inventory
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan import overrides as _overrides
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host, hosts_from_inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
 SPARK3 = ROOT / "inventories" / "spark3" / "serving-profile.json"

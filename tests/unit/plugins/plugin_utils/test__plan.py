@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _vllm
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._fabric import fabric_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, hosts_from_inventory
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile, validate_profile
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args, parse_serve_args
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm_serve_args import SERVE_OPTIONS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import fabric_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host, hosts_from_inventory
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import HostSpec, build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import vllm as _vllm
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile, validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import check_serve_args, parse_serve_args
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm_serve_args import SERVE_OPTIONS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, edited
 
 

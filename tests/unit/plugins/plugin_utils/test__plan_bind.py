@@ -16,9 +16,9 @@ import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.filter.serving import plan_bound
 from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import SPEC_LABEL
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import TRACE_VAR, Plan, Rank, bind, build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import load_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import TRACE_VAR, Plan, Rank, bind, build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8
 
 NAMES = {

@@ -16,10 +16,10 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import Ho
 from ansible_collections.dgxspark.cluster.plugins.module_utils._memguard_state import memguard_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._model_config import model_configs
 from ansible_collections.dgxspark.cluster.plugins.module_utils._node_facts import CommandResult, Options, Tool, gather
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._boot_preflight import to_replace
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import HostSpec, build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import CHECKS, preflight
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import HostSpec, build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.boot import to_replace
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import CHECKS, preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, SPARK3, SPARK8, edited
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import (
     GIB as GUARD_GIB,

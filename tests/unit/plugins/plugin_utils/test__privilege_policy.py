@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import (
     DANGEROUS_CAPABILITIES,
     DOCKER_RUN_OPTIONS,
     NEEDED_CAPABILITIES,
     PRIVILEGE_CHECKS,
     privilege_policy,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import WAIVABLE_CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import WAIVABLE_CHECKS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, SPARK8
 
 SEED_ARGS = len(json.loads(SPARK3.read_text())["container"]["docker_run_args"])

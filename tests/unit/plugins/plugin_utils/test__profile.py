@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import (
     load_profile,
     parse_profile,
     validate_profile,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._recover import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.recover import (
     Settings,
     decide,
     previous_attempts,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _release_report
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release import report as _release_report
 
 P1, P2, C3 = (f"r2026120{n}T100000Z-{n:x}{n:x}{n:x}aaaabbbb" for n in (1, 2, 3))
 

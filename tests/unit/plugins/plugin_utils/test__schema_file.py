@@ -13,8 +13,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import PROFILE, SCHEMA_ID
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import json_schema
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import PROFILE, SCHEMA_ID
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.spec import json_schema
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import DELETE, ROOT, SEED000, SPARK3, SPARK8, edited, read
 
 SCHEMA_FILE = ROOT / "schemas" / "serving-profile.v2.schema.json"

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import (
     FAIL,
     PASS,
     WARN,
     preflight,
     secret_files,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._secrets import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.secrets import (
     inline_secret,
     redact_text,
     redacted,

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import Host, check_hosts
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import WAIVABLE_CHECKS
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host, check_hosts
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import WAIVABLE_CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rules import (
     GB10_MEMTOTAL_GIB,
     USABLE_GIB,
     cpuset_cpus,

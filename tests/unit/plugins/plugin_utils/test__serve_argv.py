@@ -22,21 +22,26 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _profile, _secrets
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import engine_argv, kv_fit, planned_kv_cache
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._plan import PER_RANK_FLAGS, _agreement_view
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import SWITCH, _argv_items
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules import check_autotune
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import PER_RANK_FLAGS, _agreement_view
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import SWITCH, _argv_items
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import (
+    engine_argv,
+    kv_fit,
+    planned_kv_cache,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import profile as _profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rules import check_autotune
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import (
     ServeArgv,
     check_serve_args,
     human_int,
     resolve,
     serve_argv,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm_serve_args import SERVE_OPTIONS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm_serve_args import SERVE_OPTIONS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, edited
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__kv_fit import spark3, weights
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean, json_path
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import Node, json_schema, validate
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.spec import Node, json_schema, validate
 
 DOC = Node(
     "object",

@@ -7,12 +7,15 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import (
     canonical,
     check_serve_args,
     parse_serve_args,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm_serve_args import SERVE_OPTIONS, VLLM_VERSION
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm_serve_args import (
+    SERVE_OPTIONS,
+    VLLM_VERSION,
+)
 
 
 def test_table_is_vllm_0_33() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import identity
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.weights import identity
 
 # Seed 002's eight nodes, named as inventories/spark8 names them (rank order, head first).
 HOSTS = ["spark-head", *(f"spark-w{i}" for i in range(1, 8))]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._window import closed, is_open, plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.window import closed, is_open, plan
 
 HOSTS = ["spark-head", "spark-w1", "spark-w2"]
 HEAD = "spark-head"

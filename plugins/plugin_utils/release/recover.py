@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import said as journal_said
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _window
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release import window as _window
 
 EVENT = "recover"
 CAUSES = (

@@ -216,7 +216,7 @@ def check_docker_args(args: Sequence[str], paths: Sequence[str], out: Collector)
     Hugging Face token, without repeating it; returns the indexes of the elements refused (their other
     problems, which would show the element as written, are left out). The options are read by ``_docker_args``'
     one reader (``-e A=1``, ``-eA=1``, ``-e=A=1``, ``--env=A=1`` alike)."""
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import parse_docker_args
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import parse_docker_args
 
     refused: set[int] = set()
     for option in parse_docker_args([str(a) for a in args]):

@@ -15,8 +15,10 @@ fails when the two differ.
 from __future__ import annotations
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _unit_names
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _file_checks, _secrets
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import Node, optional
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import files as _file_checks
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.spec import Node, optional
 
 SCHEMA_VERSION = 2
 SCHEMA_ID = "https://github.com/dgxspark/cluster/blob/main/schemas/serving-profile.v2.schema.json"
@@ -40,7 +42,7 @@ CMDLINE_WORD = r"[A-Za-z0-9_][A-Za-z0-9_.,:@+/=%-]{0,255}"
 CMDLINE_WORD_HINT = "one kernel parameter such as kho=off (letters, digits and _ . , : @ + / = % - only)"
 # an interface name lands in netplan YAML, networkd file names and sysctl keys: Linux's IFNAMSIZ (at most 15
 # characters), starting with a letter, digit or _ (no - * or quote), then letters, digits, _ and - (no dot:
-# a sysctl key splits on it; no = ; / : or control byte); one definition (plugin_utils/_file_checks.py), which
+# a sysctl key splits on it; no = ; / : or control byte); one definition (plugin_utils/preflight/files.py), which
 # the fabric role's files are checked with on the node as well;
 IFNAME = _file_checks.IFNAME
 IFNAME_HINT = "an interface name such as enp1s0f1np1 (at most 15 letters, digits, _ or -, not starting with -)"

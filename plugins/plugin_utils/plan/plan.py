@@ -23,22 +23,23 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import (
     RANK_LABEL,
     SPEC_LABEL,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._container import docker_container_params
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import disk_paths, engram_storage
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.container import docker_container_params
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.engram_disk import disk_paths, engram_storage
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     HEAD_GROUP,
     OVERRIDES_VAR,
     WORKERS_GROUP,
     Host,
     check_hosts,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import memory_budget
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import nccl_environment, topology_of
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._overrides import effective_data, judge
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memory import memory_budget
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import nccl_environment, topology_of
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.overrides import effective_data, judge
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import (
     Profile,
     effective_container,
     effective_docker_args,
@@ -47,9 +48,9 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import (
     shape_environment,
     weights_path_of,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import HOST_OVERRIDES
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import HOST_OVERRIDES
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.spec import validate
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import (
     SIZING_FLAGS,
     has_flag,
     serve_argv,

@@ -66,7 +66,7 @@ def judge(
     """Every rule of the profile on the profile with ``host``'s overrides: the errors and the warnings that the
     overrides bring (a warning the profile has already, ``known``, is not repeated), each pointed at the override."""
     # the validator is imported here: _profile imports this module's merge for the renderer
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import validate_profile
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 
     merged = effective_data(data, shape_name, overrides)
     try:

@@ -15,14 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import (  # noqa: F401 - re-exported
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import (
     DEFAULT_GROUPS,
-    GROUPS_ARGUMENT_SPEC,
     HEAD_GROUP,
     WORKERS_GROUP,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._overrides import OVERRIDES_VAR, origin_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.overrides import OVERRIDES_VAR, origin_of
 
 # The inventory groups of a cluster's head and workers: the one default of the variable that names them
 # (GROUPS_VAR), which every role, playbook and plugin of the collection reads (cluster_groups below); written in

@@ -27,7 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import familiar, find_image, parse_reference
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import (
+    familiar,
+    find_image,
+    parse_reference,
+)
 
 CHUNK = 1 << 20  # bytes read from the source and written to the sink at a time: all the controller ever holds
 NO_TAG = "<none>:<none>"

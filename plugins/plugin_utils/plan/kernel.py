@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._file_checks import sysctl_problems
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import CMDLINE_WORD, CMDLINE_WORD_HINT
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.files import sysctl_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import CMDLINE_WORD, CMDLINE_WORD_HINT
 
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
 UNLIMITED = -1

@@ -20,10 +20,13 @@ from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _releases
 from ansible_collections.dgxspark.cluster.plugins.module_utils._roce import nccl_names
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, fabric_expectation_with
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import FAIL, PASS, SPEC_LABEL, WARN
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._preflight import check_line as _line
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import FAIL, PASS, SPEC_LABEL, WARN
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import check_line as _line
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.converge import (
+    difference,
+    fabric_expectation_with,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import find_image
 
 
 def discovered(facts: Mapping[str, Any], fabric: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -33,9 +33,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import unwrapped
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import host_path
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kv import (
     GIB,
     KVCost,
     kv_bytes_for_sequence,
@@ -45,8 +43,10 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
     unmodelled_attention,
     vllm_kv_refusal,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import effective_container
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import ServeArgv, serve_argv
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.api_access import unwrapped
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import host_path
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import effective_container
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import ServeArgv, serve_argv
 
 CHECK = "kv-fit"
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"

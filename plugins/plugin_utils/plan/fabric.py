@@ -38,15 +38,15 @@ from typing import Any
 
 import yaml
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     ADDRESS_VAR,
     CABLING_VAR,
     Host,
     check_hosts,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import topology_of
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import IFNAME, IFNAME_HINT
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import topology_of
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import IFNAME, IFNAME_HINT
 
 PORT0 = "enp1s0f0np0"
 PORT1 = "enp1s0f1np1"

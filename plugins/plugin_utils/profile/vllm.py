@@ -15,9 +15,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm_serve_args import SERVE_OPTIONS, VLLM_VERSION
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm_serve_args import (
+    SERVE_OPTIONS,
+    VLLM_VERSION,
+)
 
 # Flags the collection renders from the profile; setting them in serve_args would let ranks disagree.
 RENDERED_FLAGS: dict[str, str] = {

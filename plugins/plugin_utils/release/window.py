@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job import NAME, WINDOW_LABEL, container_name
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import find_image
 
 EVENT = "window"
 OPENED = "opened: "

@@ -65,7 +65,7 @@ _network = _parses(functools.partial(ipaddress.ip_network, strict=False))
 _address = _parses(ipaddress.ip_address)
 
 
-# section -> key -> what its value must be: what the fabric role renders (plugin_utils/_fabric.py, render_networkd)
+# section -> key -> what its value must be: what the fabric role renders (plugin_utils/plan/fabric.py, render_networkd)
 NETWORKD = {
     "Match": {"Name": lambda value: re.fullmatch(IFNAME, value) is not None},
     "Link": {"MTUBytes": _mtu, "RequiredForOnline": _boolean},

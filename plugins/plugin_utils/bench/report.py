@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.bench import (
     CAPACITY_RULE,
     CORDATUS_RULE,
     LEVEL_FIGURES,
@@ -531,7 +531,7 @@ def write_run(folder: str, results: Mapping[str, Any], summary: Mapping[str, Any
     """Write a run's folder: results.json, report.md and charts/*.png (each file replaced whole).
 
     ``summary`` defaults to ``_bench.summarize(results, results["slos"])``. Returns warnings (no charts)."""
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _bench
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import bench as _bench
 
     os.makedirs(folder, exist_ok=True)
     _atomic_write(os.path.join(folder, "results.json"), json.dumps(results, indent=1, sort_keys=True) + "\n")

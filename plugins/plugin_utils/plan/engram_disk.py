@@ -23,7 +23,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import host_path
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import host_path
 
 CHECK = "engram-nvme"
 ENGRAM_DIR_ENV = "DSV41_ENGRAM_DIR"

@@ -16,17 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _api_access, _secrets
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import check_image_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import parse_json, path_lines, read_text
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._memory import GIB, check_memory, memory_budget
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._nccl import (
-    MANY_RANKS,
-    check_nccl_environment,
-    nccl_environment,
-    topology_of,
-)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import (
     Collector,
     Problem,
@@ -34,8 +24,19 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import 
     did_you_mean,
     unique,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import PROFILE, TRANSPORTS
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memory import GIB, check_memory, memory_budget
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import (
+    MANY_RANKS,
+    check_nccl_environment,
+    nccl_environment,
+    topology_of,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import check_image_reference
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import PROFILE, TRANSPORTS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rules import (
     ENGRAM_DISK_ENV,
     check_autotune,
     check_concurrency_at_1m,
@@ -47,8 +48,8 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._seed_rules impor
     check_usable_memory,
     model_kv_cost,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._spec import validate
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import check_serve_args, serve_argv
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.spec import validate
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import check_serve_args, serve_argv
 
 GB10_MEMORY_GIB = 128  # unified LPDDR5X per DGX Spark (REFERENCE.md; seed 002 section 2)
 NOFILE_AT_8 = 1048576  # seed 002 section 4.2 and lesson 3: NCCL 2.30 at 8 ranks

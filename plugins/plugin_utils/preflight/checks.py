@@ -61,17 +61,21 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import (
     WINDOW_LABEL,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _kernel
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api_access import KEY_SECRET
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import engram_storage
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._engram_disk import judge as engram_nvme
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._images import find_image, near_misses, parse_reference
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._inventory import MANAGEMENT_VAR, management_ip
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv_fit import kv_fit
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._profile import effective_container
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import serve_argv
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import CHECK as WEIGHTS_IDENTITY
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._weights_identity import identity
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan import kernel as _kernel
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.engram_disk import engram_storage
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.engram_disk import judge as engram_nvme
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import MANAGEMENT_VAR, management_ip
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import kv_fit
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.weights import CHECK as WEIGHTS_IDENTITY
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.weights import identity
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.api_access import KEY_SECRET
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import (
+    find_image,
+    near_misses,
+    parse_reference,
+)
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import effective_container
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import serve_argv
 
 GIB = 1024**3
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"

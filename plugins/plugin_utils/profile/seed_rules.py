@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _docker_args as docker
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kv import (
     GIB,
     MIN_PLAUSIBLE_KV_BYTES_PER_TOKEN,
     KVCost,
     kv_bytes_per_token,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import ServeArgv
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import ServeArgv
 
 # Container limits (seed 002 section 4.2; seed 000's docker_run_args).
 STACK_BYTES = 67108864  # --ulimit=stack=67108864: "Stack van 64 MB"
@@ -292,7 +292,10 @@ def check_autotune(
             expected=f'"{1 if autotuner else 0}", or leave it out: autotuner sets it',
         )
     # the serve arguments' own setting, as vLLM reads it: --enable-/--disable-/--no-enable-, any spelling, last wins
-    from ansible_collections.dgxspark.cluster.plugins.plugin_utils._vllm import ServeArgv, serve_argv  # at first use
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import (  # at first use
+        ServeArgv,
+        serve_argv,
+    )
 
     serve = serve_flags if isinstance(serve_flags, ServeArgv) else serve_argv(serve_flags)
     last = serve.last(AUTOTUNE_FLAG)

@@ -27,7 +27,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._converge import difference, report, sha256
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.converge import difference, report, sha256
 
 GIB = 1024**3
 POLICIES = ("stop-all", "local")
@@ -342,7 +342,7 @@ def expectation(
 def script_sha256() -> str:
     """The SHA-256 of the daemon the role installs: the collection's own ``roles/memguard/files`` copy."""
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, os.pardir, os.pardir, "roles", "memguard", "files", SCRIPT_NAME)
+    path = os.path.join(here, os.pardir, os.pardir, os.pardir, "roles", "memguard", "files", SCRIPT_NAME)
     with open(path, "rb") as script:
         return hashlib.sha256(script.read()).hexdigest()
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._kv import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kv import (
     GIB,
     KVCost,
     kv_bytes_for_sequence,
     tokens_that_fit,
     vllm_kv_refusal,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
 
 ROUND = 3
 

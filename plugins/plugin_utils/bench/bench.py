@@ -26,12 +26,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_seed import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.seed import (
     burst_summary,
     node_memory,
     seed_comparison,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._bench_stats import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.stats import (
     describe,
     finite,
     mean,

@@ -27,7 +27,7 @@ import ipaddress
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils import _secrets
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector

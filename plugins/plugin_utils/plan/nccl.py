@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._schema_v2 import TRANSPORTS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import TRANSPORTS
 
 # GB10 has no NVLink, so no NVLink SHARP (seed 002 section 4.1).
 GB10 = {"NCCL_NVLS_ENABLE": "0"}

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._docker_args import (
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Problem, ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import (
     DOCKER_RUN_OPTIONS,
     render_docker_args,
 )
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Problem, ProfileError
 
 # What every rank's container sets whatever its docker_run_args (docker_container_params below)
 FIXED_PARAMETERS = (
