@@ -184,7 +184,7 @@ def preflight(
             lines.append(_line("docker", host, FAIL, f"the Docker engine does not answer: {docker.get('error')}"))
         else:
             lines.append(_line("docker", host, PASS, f"Docker {(docker.get('engine') or {}).get('version')}"))
-            lines.append(_previous(host, rank, docker, replace))
+            lines.append(_previous(host, rank, docker, replace, _journal_open(node)))
             window = window_job_running(host, docker)
             if window is not None:
                 lines.append(window)
@@ -195,7 +195,9 @@ def preflight(
             if image_id:
                 image_ids[host] = image_id
         lines.append(_overdue(_guard(host, node, clear_trip), node, host_section.get("startup_memguard_wait_seconds")))
-        lines.append(_ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace))
+        lines.append(
+            _ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace, _journal_open(node))
+        )
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
         lines.append(fabric_not_management(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
@@ -361,11 +363,20 @@ def _created_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> b
     )
 
 
-def _previous(host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], replace: bool) -> dict[str, str]:
+def _previous(
+    host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], replace: bool, interrupted: bool = False
+) -> dict[str, str]:
     name = rank["container_name"]
     found = next((c for c in docker.get("containers", []) if c.get("name") == name), None)
     if found is None:
         return _line("previous-container", host, PASS, f"no container named {name}")
+    if interrupted:  # the interrupted boot's undo stops and removes it before the preflight runs again
+        return _line(
+            "previous-container",
+            host,
+            PASS,
+            f"{name} is {found.get('state')}: the interrupted boot's undo stops and removes it first",
+        )
     same = (found.get("labels") or {}).get(SPEC_LABEL) == rank["spec_sha256"]
     state = found.get("state")
     if state == "running" and same:
@@ -404,6 +415,7 @@ def _ports(
     needed: Mapping[int, str],
     serving: Mapping[str, Any] | None,
     replace: bool,
+    interrupted: bool = False,
 ) -> dict[str, str]:
     if not needed:
         return _line("port-free", host, PASS, f"rank {rank['rank']} needs no fixed port (it runs --headless)")
@@ -451,6 +463,10 @@ def _ports(
         which = " and ".join(dict.fromkeys(own))
         if serving is not None:
             return _line("port-free", host, PASS, f"{which}: held by {name} itself, which serves as planned")
+        if interrupted:
+            return _line(
+                "port-free", host, PASS, f"{which}: held by {name}, which the interrupted boot's undo stops first"
+            )
         if replace:
             return _line(
                 "port-free", host, WARN, f"{which}: held by the previous {name}, which will be replaced (asked for)"

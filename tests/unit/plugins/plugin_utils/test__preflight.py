@@ -1032,3 +1032,28 @@ def test_a_window_job_that_runs_fails_the_preflight_and_one_that_ended_does_not(
         "window job dgxspark-window-captions runs here (playbooks/window.yml): inference and the window never overlap"
     )
     assert not [line for line in result["lines"] if line["check"] == "window-job" and line["host"] != "spark-w1"]
+
+
+def test_an_interrupted_boots_head_rank_holding_its_ports_is_left_to_the_undo() -> None:
+    """A head that stopped answering during its start left its journal, and its rank runs, holding the master and API
+    ports. The undo of the interrupted boot stops it before the preflight runs again: neither the ports nor the
+    previous container FAIL the first preflight (issue 25, the head lost during its start)."""
+    head = head_with([listener(8000, 4242, "vllm", CONTAINER_ID), listener(29501, 4242, "vllm", CONTAINER_ID)], OWN)
+    head["journal"] = {
+        "open": True,
+        "error": None,
+        "entry": {"updated_at": "2026-12-07T11:50:14Z", "by": "ops@ctl", "helpers": [], "rank": "vllm_dsv41"},
+    }
+    result = preflight(facts(**{"spark-head": head}), PLAN, PROFILE.data)
+    assert by(result, "port-free", "spark-head")["status"] == "PASS", result["report"]
+    assert "the interrupted boot's undo stops first" in by(result, "port-free", "spark-head")["message"]
+    assert by(result, "previous-container", "spark-head")["message"] == (
+        "vllm_dsv41 is running: the interrupted boot's undo stops and removes it first"
+    )
+    assert result["interrupted"] == ["spark-head"] and not result["as_planned"]["spark-head"]
+    # without the journal, the same ports held by a rank of another spec FAIL as before
+    del head["journal"]
+    head["docker"]["containers"][0]["labels"] = {SPEC: "other"}
+    assert by(preflight(facts(**{"spark-head": head}), PLAN, PROFILE.data), "port-free", "spark-head")["status"] == (
+        "FAIL"
+    )
