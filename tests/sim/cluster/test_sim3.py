@@ -1306,13 +1306,14 @@ def test_boot_head_lost_during_its_start(sim3):
     assert "TASK [dgxspark.cluster.boot : Stop and remove every rank container" in flat  # the undo ran
     assert_undone(workers, helper_before)
     try:
-        # the head answers again: the next boot finds its journal (its rank runs, holding the master port), undoes
-        # it before anything else, then serves
+        # the head answers again: the next boot finds its journal, undoes it before anything else (whether the
+        # head's start got as far as its rank, which then holds the master port, depends on when the cut landed:
+        # test__preflight covers that case), then serves
         booted = playbook("playbooks/boot.yml")
         assert booted.returncode == 0, booted.stdout[-8000:] + booted.stderr
         flat = " ".join(booted.stdout.split())
         assert "WARN interrupted-boot sim3-head a boot interrupted after" in flat, flat[-6000:]
-        assert "held by vllm_dsv41, which the interrupted boot's undo stops first" in flat, flat[-6000:]
+        assert "sim3-head: the boot interrupted after" in flat, flat[-6000:]  # the undo's own line
         for host in hosts:
             assert rank_containers(host) == {"vllm_dsv41": "running"}, host
             assert node_sh(host, f"test -e {JOURNAL} && echo left", check=False).stdout.strip() == "", host
