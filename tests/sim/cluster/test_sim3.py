@@ -1200,6 +1200,19 @@ def test_boot_faults_each_undone(sim3, tmp_path):
             assert started == dict.fromkeys(hosts, 1), (what, started)
 
 
+def ssh_gives_up_fast(control: str) -> dict[str, str]:
+    """The environment of a boot whose node will stop answering: fresh SSH masters in ``control``, a 5 s connect
+    timeout and keep-alives that give a silent node up after about 4 s."""
+    return {
+        **os.environ,
+        "ANSIBLE_TIMEOUT": "5",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
+        "ANSIBLE_SSH_ARGS": (
+            "-o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=2 -o ServerAliveCountMax=2"
+        ),
+    }
+
+
 def test_boot_node_lost_during_the_boot(sim3, tmp_path):
     """A worker that stops answering SSH while the ranks load: the boot undoes what it can on the nodes that
     answer and names the lost node; once it answers again, stop.yml stops its rank. The load is made 20 s long
@@ -1210,14 +1223,7 @@ def test_boot_node_lost_during_the_boot(sim3, tmp_path):
     helper_before = {host: helper_started_at(host) for host in hosts}
     rule = "INPUT -p tcp --dport 22 -j DROP"
     control = tempfile.mkdtemp(prefix="cp-")
-    env = {
-        **os.environ,
-        "ANSIBLE_TIMEOUT": "5",
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
-        "ANSIBLE_SSH_ARGS": (
-            "-o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=2 -o ServerAliveCountMax=2"
-        ),
-    }
+    env = ssh_gives_up_fast(control)
     boot = subprocess.Popen(
         [ansible_bin("ansible-playbook"), "playbooks/boot.yml", "-i", override, "-i", "inventories/sim3"]
         + ["-e", "boot_candidate=true"],
@@ -1269,14 +1275,7 @@ def test_boot_head_lost_during_its_start(sim3):
     )
     rule = "INPUT -p tcp --dport 22 -j DROP"
     control = tempfile.mkdtemp(prefix="cp-")
-    env = {
-        **os.environ,
-        "ANSIBLE_TIMEOUT": "5",
-        "ANSIBLE_SSH_CONTROL_PATH_DIR": control,
-        "ANSIBLE_SSH_ARGS": (
-            "-o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=2 -o ServerAliveCountMax=2"
-        ),
-    }
+    env = ssh_gives_up_fast(control)
     boot = subprocess.Popen(
         [ansible_bin("ansible-playbook"), "playbooks/boot.yml", "-i", "inventories/sim3"],
         cwd=REPO,
