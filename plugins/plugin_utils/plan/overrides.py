@@ -58,14 +58,16 @@ def judge(
     data: Mapping[str, Any],
     source: str,
     shape_name: str,
-    host: str,
     overrides: Mapping[str, Any],
     known: Sequence[Problem] = (),
     origin: str | None = None,
 ) -> tuple[list[Problem], list[Problem]]:
-    """Every rule of the profile on the profile with ``host``'s overrides: the errors and the warnings that the
-    overrides bring (a warning the profile has already, ``known``, is not repeated), each pointed at the override."""
-    # the validator is imported here: _profile imports this module's merge for the renderer
+    """Every rule of the profile on the profile with these overrides: the errors and the warnings that they bring
+    (a warning the profile has already, ``known``, is not repeated), each pointed at the override's path
+    (``dgxspark_overrides.sizing.max_num_seqs``); the caller names the host. Hosts with the same overrides from the
+    same file get the same verdict, so it is worked out once for them."""
+    # imported at first use: plan/inventory.py imports this module (origin_of), and a plugin that only reads the
+    # inventory need not load the whole validator
     from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 
     merged = effective_data(data, shape_name, overrides)
@@ -75,7 +77,7 @@ def judge(
     except ProfileError as exc:
         errors, warnings = exc.problems, exc.warnings
     seen = {_key(p) for p in known}
-    located = _Locator(data, shape_name, host, overrides, origin)
+    located = _Locator(data, shape_name, overrides, origin)
     return (
         [located(p) for p in errors],
         [located(p) for p in warnings if _key(p) not in seen],
@@ -90,10 +92,10 @@ class _Locator:
     """Points a problem found on the merged profile at what the host's overrides set."""
 
     def __init__(
-        self, data: Mapping[str, Any], shape_name: str, host: str, overrides: Mapping[str, Any], origin: str | None
+        self, data: Mapping[str, Any], shape_name: str, overrides: Mapping[str, Any], origin: str | None
     ) -> None:
         self.prefix = f"$.shapes.{shape_name}"
-        self.variable = f"host {host}: {OVERRIDES_VAR}"
+        self.variable = OVERRIDES_VAR
         self.overrides = overrides
         self.origin = origin or "inventory"
         own = data["shapes"][shape_name].get("container", {})

@@ -10,6 +10,7 @@ plan with the hosts and their values side by side.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -239,6 +240,7 @@ def _judge_overrides(profile: Profile, shape_name: str, hosts: Sequence[Host], o
     """Each host's ``dgxspark_overrides``: their form (the schema's HOST_OVERRIDES) into ``out``, then every rule of
     the profile on the profile as that host runs it (``_overrides.judge``), returned."""
     judged = _Judged("inventory")
+    verdicts: dict[str, tuple[list[Problem], list[Problem]]] = {}  # by the overrides and their file: once each
     for host in hosts:
         if host.overrides is None:
             continue
@@ -247,10 +249,15 @@ def _judge_overrides(profile: Profile, shape_name: str, hosts: Sequence[Host], o
         out.items.extend(scoped.items)
         if scoped.errors or not overrides:
             continue
-        errors, warnings = judge(
-            profile.data, profile.source, shape_name, host.name, overrides, profile.warnings, host.overrides_from
+        key = json.dumps([overrides, host.overrides_from], sort_keys=True, default=str)
+        if key not in verdicts:
+            verdicts[key] = judge(
+                profile.data, profile.source, shape_name, overrides, profile.warnings, host.overrides_from
+            )
+        errors, warnings = verdicts[key]
+        judged.items.extend(
+            dataclasses.replace(problem, where=f"host {host.name}: {problem.where}") for problem in errors + warnings
         )
-        judged.items.extend(errors + warnings)
     return judged
 
 
