@@ -35,10 +35,10 @@ class ActionModule(ValidatedAction):
                 msg=f"unknown preflight checks to skip: {', '.join(unknown)} (known: {', '.join(CHECKS)})",
             )
             return result
-        if not planned.get("plan") or not planned.get("fabric"):
-            result.update(failed=True, msg="planned: expects a serving_profile result with a plan and its fabric")
+        if not planned.get("plan") or not planned["plan"].get("fabric"):
+            result.update(failed=True, msg="planned: expects a serving_profile result with a plan")
             return result
-        found = _boot_preflight.discovered(facts, planned["fabric"])
+        found = _boot_preflight.discovered(facts, planned["plan"]["fabric"])
         src = str(planned["src"])
         # the plan serving_profile built, with what the nodes offer NCCL bound in (an overlay: not planned again)
         plan = bind(planned["plan"], {host: names for host, names in found.items() if names is not None})
@@ -64,10 +64,10 @@ class ActionModule(ValidatedAction):
         images = _boot_preflight.image_ids(plan, facts)
         by = args["by"] or _controller_user(task_vars)
         record = _boot_preflight.release_record(planned, plan, decision, images, by, time.time())
-        fabric = _boot_preflight.fabric_differences(facts, planned["fabric"], args["fabric_settings"])
+        fabric = _boot_preflight.fabric_differences(facts, plan["fabric"], args["fabric_settings"])
         kernel = _boot_preflight.kernel_differences(verdict["lines"])
         try:
-            guard = _guard_differences(args["memguard"], plan, profile, facts, task_vars)
+            guard = _guard_differences(args["memguard"], plan, facts, task_vars)
         except (_memguard.MemguardConfigError, OSError) as error:
             result.update(failed=True, msg=f"dgxspark.cluster.boot_preflight: the memory guard's plan: {error}")
             return result
@@ -85,7 +85,6 @@ class ActionModule(ValidatedAction):
             shape=plan["shape"],
             profile=profile,
             plan=plan,
-            fabric=planned["fabric"],
             discovered=found,
             lines=verdict["lines"],
             report=verdict["report"],
@@ -141,7 +140,6 @@ def _controller_user(task_vars: dict[str, Any]) -> str:
 def _guard_differences(
     memguard: dict[str, Any] | None,
     plan: dict[str, Any],
-    profile: dict[str, Any],
     facts: dict[str, Any],
     task_vars: dict[str, Any],
 ) -> dict[str, list[str]]:
@@ -154,7 +152,7 @@ def _guard_differences(
         [rank["host"] for rank in plan["ranks"]],
         task_vars.get("hostvars") or {},
         memguard["settings"],
-        profile["host"],
+        plan["guard"],
         plan["container_name"],
         key,
         facts,

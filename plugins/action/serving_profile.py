@@ -13,7 +13,6 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import SER
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError, format_problems
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import plan_shares
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     hosts_from_inventory,
     other_clusters_hosts,
@@ -72,11 +71,9 @@ class ActionModule(ValidatedAction):
                     ),
                 )
                 return result
-            plan = fabric = None
-            if selected:
+            plan = None
+            if selected:  # the one plan: every rank, and every host's share of the fabric, kernel, guard, preflight
                 plan = build_plan(profile, shape, selected, (named["head"], named["workers"]), both)
-                # the fabric's part of the one plan: every host's share (what fabric_plan gives for one)
-                fabric = plan_shares(profile.data["shapes"][shape], shape, hosts)
         except ProfileError as exc:
             result.update(
                 failed=True,
@@ -90,6 +87,7 @@ class ActionModule(ValidatedAction):
         warnings = plan["warnings"] if plan else [w.render() for w in profile.warnings]
         for warning in warnings:
             self._display.warning(warning)
+        fabric = plan["fabric"] if plan else None
         if fabric and args["fabric_settings"] is not None:  # what node_facts reads for the fabric role, by host
             settings = fabric_settings_by_host(fabric, args["fabric_settings"], task_vars.get("hostvars", {}))
             result.update(
@@ -106,7 +104,6 @@ class ActionModule(ValidatedAction):
             profile=profile.data,
             text=text,
             plan=plan,
-            fabric=fabric,
             started=started_at,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
             msg=(

@@ -36,7 +36,7 @@ def kernel_sysctl_dropin(settings: Any, existing: Any = None) -> str:
 
 
 def kernel_expectation(
-    planned: Any, expect: Any = None, kho_on_7x: Any = True, check_limits: Any = True
+    planned: Any, expect: Any = None, kho_on_7x: Any = True, check_limits: Any = True, host: Any = None
 ) -> dict[str, Any]:
     if not isinstance(planned, Mapping) or not isinstance(planned.get("profile"), Mapping):
         raise AnsibleFilterError(
@@ -45,7 +45,9 @@ def kernel_expectation(
     if expect is not None and not isinstance(expect, Mapping):
         raise AnsibleFilterError(f"dgxspark.cluster.kernel_expectation: expect must be a dict, found {expect!r}")
     try:
-        return _kernel.required(planned, expect, kho_on_7x, boolean(check_limits, strict=False))
+        return _kernel.required(
+            planned, expect, kho_on_7x, boolean(check_limits, strict=False), None if host is None else str(host)
+        )
     except ProfileError as exc:
         raise AnsibleFilterError("dgxspark.cluster.kernel_expectation: " + format_problems(exc.problems)) from None
 

@@ -30,7 +30,7 @@ options:
   planned:
     description:
       - The registered result of C(dgxspark.cluster.serving_profile) for the boot's hosts (its C(src), C(shape),
-        C(plan) and C(fabric)).
+        C(plan), which holds every host's fabric share).
     type: dict
     required: true
   facts:
@@ -134,10 +134,6 @@ plan:
   type: dict
 profile:
   description: The validated profile, its defaults filled in.
-  returned: success
-  type: dict
-fabric:
-  description: Every host's fabric share, as given in C(planned).
   returned: success
   type: dict
 discovered:

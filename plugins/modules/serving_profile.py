@@ -129,22 +129,23 @@ profile:
   type: dict
 plan:
   description:
-    - The plan, or null when no host was given. Keys include C(shape), C(nodes), C(topology), C(head), C(workers),
-      C(master_addr), C(master_port), C(api_url), C(container_name), C(memory_budget), C(warnings) and C(ranks).
-    - Each rank has C(host), C(rank), C(role) (head or worker), C(fabric_address), C(container_name), C(image),
+    - The plan, or null when no host was given. It is built once (one function, from the profile, the inventory and
+      every host's overrides) and every later step reads its slice of it. Keys include C(shape), C(nodes),
+      C(topology), C(head), C(workers), C(master_addr), C(master_port), C(api_url), C(container_name),
+      C(memory_budget), C(warnings) and C(ranks).
+    - Each rank has C(host), C(rank), C(role) (head or worker), C(fabric_address), C(image),
       C(argv) (the complete C(docker run) command as a list), C(environment), C(ulimits), C(labels),
       C(spec_sha256), C(agreement) (the settings that were compared across ranks) and C(container) (the
       C(community.docker.docker_container) parameters that start the rank, used as they are).
+    - C(fabric) holds every host's share of the fabric plan, as M(dgxspark.cluster.fabric_plan) returns it for one
+      host (C(fabric), C(networkd), C(netplan), C(sysctl), C(sysctls), C(interfaces), C(settings)); the boot hands
+      each host its share to the fabric role.
+    - C(kernel) holds, by host, what the profile requires of its kernel and limits (the host section's C(kernel) and
+      its rank's C(ulimits)); C(guard) the memory guard's fields of the host section; C(preflight), by host, what
+      its preflight gathers and expects (C(ports), C(fabric_interfaces), C(weights_path), C(disk_paths),
+      C(helper_services), C(secret_files), C(min_mem_available_gib)).
     - Every C(docker_run_args) option either renders into C(container) or fails validation with the reason, so
       a valid plan is one that starts; see the profile reference for every option.
-  returned: success
-  type: dict
-fabric:
-  description:
-    - The fabric's part of the plan, or null when no host was given. For every host of the head and worker
-      groups, its share, as M(dgxspark.cluster.fabric_plan) returns it for one host (C(fabric), C(networkd),
-      C(netplan), C(sysctl), C(sysctls), C(interfaces), C(settings)). The boot hands each host its share to
-      the fabric role, so the fabric is planned once, from the same checked hosts.
   returned: success
   type: dict
 fabric_fact_settings:

@@ -100,7 +100,7 @@ def test_the_token_in_a_secret_file_reaches_no_output(secret_file: str, tmp_path
         shape=plan["shape"],
         model=data["model"],
         hosts=[r["host"] for r in plan["ranks"]],
-        containers={r["host"]: r["container_name"] for r in plan["ranks"]},
+        containers={r["host"]: plan["container_name"] for r in plan["ranks"]},
     )
     results["plan"] = plan
     folder = tmp_path / "run"

@@ -41,8 +41,9 @@ FIXED_PARAMETERS = (
 PARAMETERS = frozenset(FIXED_PARAMETERS) | {row.parameter for row in DOCKER_RUN_OPTIONS.values() if row.renders}
 
 
-def docker_container_params(rank: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``community.docker.docker_container`` parameters that start ``rank`` (a plan's rank) as planned.
+def docker_container_params(rank: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The ``community.docker.docker_container`` parameters that start ``rank`` (a plan's rank) as planned, in a
+    container named ``name`` (the plan's ``container_name``).
 
     Starts it detached, never pulls (images come without a registry), never restarts it (a rank that
     dies stays dead for the boot to report), and keeps it when it exits (its logs tell why).
@@ -54,7 +55,7 @@ def docker_container_params(rank: Mapping[str, Any]) -> dict[str, Any]:
             [Problem(f"{where} {p.option}", p.message, p.found, p.expected, p.hint) for p in rendered.problems]
         )
     fixed: dict[str, Any] = {
-        "name": rank["container_name"],
+        "name": name,
         "image": rank["image"],
         "entrypoint": [rank["entrypoint"]],
         "command": list(rank["command"]),

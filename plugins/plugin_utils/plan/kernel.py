@@ -393,11 +393,22 @@ def _ulimits(node: _Node, needed: Mapping[str, Mapping[str, Any]] | None) -> lis
 
 # ---------------------------------------------------------------- entry points
 def required(
-    planned: Mapping[str, Any], expect: Any = None, kho_on_7x: Any = True, check_limits: bool = True
+    planned: Mapping[str, Any],
+    expect: Any = None,
+    kho_on_7x: Any = True,
+    check_limits: bool = True,
+    host: str | None = None,
 ) -> dict[str, Any]:
-    """What every node must have (:func:`kernel_findings`' ``expect``), from a ``serving_profile`` result
+    """What a node must have (:func:`kernel_findings`' ``expect``), from a ``serving_profile`` result
     (``planned``): the profile's ``host.kernel`` with the role's ``expect`` over it, ``kho_on_7x``, and the
-    container's ulimits (``container_ulimits`` of the profile and its shape) when ``check_limits``, else none."""
+    container's ulimits when ``check_limits``, else none. With a plan that holds ``host``, its slice of the plan
+    (``plan.kernel[host]``: its own rank's ulimits, the host's overrides included); else the profile's, with the
+    ulimits of its shape's container."""
+    plan = planned.get("plan") or {}
+    if host is not None and host in (plan.get("kernel") or {}):
+        own = dict(plan["kernel"][host])
+        ulimits = own.pop("ulimits") if check_limits else None
+        return {**own, **dict(expect or {}), "kho_on_7x": kho_on_7x, "ulimits": ulimits}
     profile = planned["profile"]
     kernel = (profile.get("host") or {}).get("kernel") or {}
     ulimits = None

@@ -27,6 +27,7 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._labels import (
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.container import docker_container_params
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.engram_disk import disk_paths, engram_storage
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import plan_shares
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import (
     HEAD_GROUP,
     OVERRIDES_VAR,
@@ -34,6 +35,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory im
     Host,
     check_hosts,
 )
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import HOST_FIELDS as GUARD_FIELDS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memory import memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import nccl_environment, topology_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.overrides import effective_data, judge
@@ -99,7 +101,6 @@ class Rank(TypedDict):
     role: str
     """``head`` (rank 0, serves the API) or ``worker``."""
     fabric_address: str
-    container_name: str
     image: str
     argv: list[str]
     """The whole ``docker run`` command: labels, the options, the environment, the entrypoint, image and command."""
@@ -119,12 +120,31 @@ class Rank(TypedDict):
     api_port: int | None
     """The port the head serves the OpenAI API on (``--port``); None on a worker (``--headless``)."""
     container: dict[str, Any]
-    """The ``community.docker.docker_container`` parameters that start this rank: what the role runs."""
+    """The ``community.docker.docker_container`` parameters that start this rank: what the role runs (its ``name``
+    is the plan's ``container_name``, as rendered)."""
     fabric: dict[str, Any]
     """The shape's fabric settings with the host's overrides: what :func:`bind` reads the nodes' names against."""
     environment_pinned: list[str]
     """The environment the profile sets itself (the shape's, the host's overrides, the secrets' paths): a fabric
     name the node reports does not replace these."""
+
+
+class Preflight(TypedDict):
+    """What one host's preflight gathers (node_facts' inputs) and expects, beyond its rank."""
+
+    ports: list[int]
+    """The ports the ranks take: the head's API port and the master port (node_facts' ``ports``)."""
+    fabric_interfaces: list[str]
+    """The fabric ports this host's share names (node_facts' ``fabric_interfaces``)."""
+    weights_path: str | None
+    disk_paths: list[str]
+    """What node_facts reports the mount of beyond the weights path (the preflight's engram-nvme)."""
+    helper_services: list[str]
+    """The helper services the start phase pauses when they run (the profile's ``host.helper_services``)."""
+    secret_files: list[str]
+    """The secrets' files, checked by stat alone (never read)."""
+    min_mem_available_gib: float | None
+    """The MemAvailable a node must have before its rank starts (the profile's ``host.min_mem_available_gib``)."""
 
 
 class Plan(TypedDict):
@@ -147,10 +167,20 @@ class Plan(TypedDict):
     secrets: dict[str, str]
     """The secrets' names and their files on every node (bound read-only into each rank)."""
     container_name: str
+    """Every rank's container name (the profile's ``container.name``: the same on every node, never overridden)."""
     memory_budget: dict[str, Any]
-    disk_paths: dict[str, list[str]]
-    """Host to what node_facts reports the mount of beyond the weights path (the preflight's engram-nvme)."""
     ranks: list[Rank]
+    fabric: dict[str, dict[str, Any]]
+    """Host to its share of the fabric plan (``plan_shares``): its ports, addresses, the files the fabric role
+    writes and the settings it was planned with."""
+    kernel: dict[str, dict[str, Any]]
+    """Host to what the profile requires of its kernel and limits: the host section's ``kernel`` and its rank's
+    ulimits (the kernel role adds its own ``kernel_expect`` and ``kho_on_7x``)."""
+    guard: dict[str, Any]
+    """The memory guard's fields of the profile's host section (floors, intervals, graces, the startup wait): what
+    every node's guard is configured from, with the guard role's settings (ports, paths, key) beside it."""
+    preflight: dict[str, Preflight]
+    """Host to what its preflight gathers and expects (:class:`Preflight`)."""
     warnings: list[str]
 
 
@@ -190,6 +220,8 @@ def build_plan(
     container = effective_container(profile.data, name)
     weights = weights_path_of(profile.data)
     placement = (shape.get("engram") or {}).get("placement")
+    host_section = profile.data.get("host") or {}
+    fabric = plan_shares(shape, name, ranked)  # every host's share: raises on a fabric the hosts cannot make
     return {
         "profile_sha256": profile.sha256,
         "source": profile.source,
@@ -205,15 +237,26 @@ def build_plan(
         "secrets": secrets_of(profile.data),
         "container_name": container["name"],
         "memory_budget": memory_budget(shape["sizing"], shape.get("memory")),
-        # what node_facts reports the mount of on each host beyond the weights path (the preflight's engram-nvme)
-        "disk_paths": {
-            r["host"]: disk_paths(
-                engram_storage(placement, r["environment"], r["docker_run_args"], container["model_path"], weights),
-                weights,
-            )
+        "ranks": ranks,
+        "fabric": fabric,
+        "kernel": {r["host"]: {**dict(host_section.get("kernel") or {}), "ulimits": r["ulimits"]} for r in ranks},
+        "guard": {field: host_section[field] for field in GUARD_FIELDS if field in host_section},
+        "preflight": {
+            r["host"]: {
+                "ports": [int(container["api_port"]), int(container["master_port"])],
+                "fabric_interfaces": list(fabric[r["host"]]["interfaces"]),
+                "weights_path": weights,
+                # what node_facts reports the mount of beyond the weights path (the preflight's engram-nvme)
+                "disk_paths": disk_paths(
+                    engram_storage(placement, r["environment"], r["docker_run_args"], container["model_path"], weights),
+                    weights,
+                ),
+                "helper_services": list(host_section.get("helper_services") or []),
+                "secret_files": list(secrets_of(profile.data).values()),
+                "min_mem_available_gib": host_section.get("min_mem_available_gib"),
+            }
             for r in ranks
         },
-        "ranks": ranks,
         "warnings": [w.render() for w in _unique(profile.warnings + out.warnings)],
     }
 
@@ -337,7 +380,6 @@ def _render_rank(
         "rank": rank,
         "role": role,
         "fabric_address": str(host.fabric_address),
-        "container_name": container["name"],
         "image": container["image"],
         "argv": [],  # argv, spec_sha256, the spec label and container: _assembled, from the parts
         "environment": env,
@@ -354,24 +396,26 @@ def _render_rank(
         "environment_pinned": sorted(set(shape.get("environment", {})) | set(_secrets.environment(secrets))),
     }
     rendered["agreement"] = _agreement_view(rendered, command, container)
+    name = container["name"]
     if refused or len(out.errors) > errors_before:
         # the host's overrides are wrong: container parameters would only repeat it
-        return _assembled(rendered, rendered["environment"], with_container=False)
+        return _assembled(rendered, rendered["environment"], name, with_container=False)
     try:
-        return _assembled(rendered, rendered["environment"])
+        return _assembled(rendered, rendered["environment"], name)
     except ProfileError as exc:
         for problem in exc.problems:
             out.error(problem.where, problem.message, problem.found, problem.expected, problem.hint)
-    return _assembled(rendered, rendered["environment"], with_container=False)
+    return _assembled(rendered, rendered["environment"], name, with_container=False)
 
 
 # The environment the fabric's names set (nccl_environment's hca, socket_ifname and gid_index): what bind() redoes.
 DISCOVERED_ENV = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_GID_INDEX")
 
 
-def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], with_container: bool = True) -> Rank:
+def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], name: str, with_container: bool = True) -> Rank:
     """A rank with ``environment``, and what follows from its parts: the spec hash (what releases record and the
-    container's label carries), the ``docker run`` argv and the docker_container parameters."""
+    container's label carries), the ``docker run`` argv and the docker_container parameters of its container,
+    ``name`` (the plan's ``container_name``)."""
     result: Rank = dict(rank)  # type: ignore[assignment]  # a Rank's keys, as given
     result["environment"] = dict(environment)
     spec = {
@@ -383,14 +427,14 @@ def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], with_con
     }
     result["spec_sha256"] = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     result["labels"] = {**rank["labels"], SPEC_LABEL: result["spec_sha256"]}
-    argv = ["docker", "run", "--detach", "--name", rank["container_name"]]
+    argv = ["docker", "run", "--detach", "--name", name]
     for key, value in result["labels"].items():
         argv += ["--label", f"{key}={value}"]
     argv += rank["docker_run_args"]
     for key in sorted(environment):
         argv += ["--env", f"{key}={environment[key]}"]
     result["argv"] = [*argv, "--entrypoint", rank["entrypoint"], rank["image"], *rank["command"]]
-    result["container"] = docker_container_params(result) if with_container else {}
+    result["container"] = docker_container_params(result, name) if with_container else {}
     return result
 
 
@@ -415,7 +459,7 @@ def bind(plan: Plan, discovered: Mapping[str, Any]) -> Plan:
                 env[key] = fresh[key]
             else:
                 env.pop(key, None)
-        ranks.append(rank if env == rank["environment"] else _assembled(rank, env))
+        ranks.append(rank if env == rank["environment"] else _assembled(rank, env, plan["container_name"]))
     return {**plan, "ranks": ranks}  # type: ignore[typeddict-item]  # a new plan: the one given is left alone
 
 

@@ -68,7 +68,7 @@ def to_replace(plan: Mapping[str, Any], facts: Mapping[str, Any], as_planned: Ma
         host = rank["host"]
         node = facts.get(host) if isinstance(facts.get(host), Mapping) else {}
         names = [c.get("name") for c in ((node.get("docker") or {}).get("containers") or [])]
-        out[host] = rank["container_name"] in names and not every
+        out[host] = plan["container_name"] in names and not every
     return out
 
 
@@ -100,7 +100,7 @@ def _running_specs(plan: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[st
     for rank in plan["ranks"]:
         node = facts.get(rank["host"]) if isinstance(facts.get(rank["host"]), Mapping) else {}
         for item in ((node.get("docker") or {}).get("containers")) or []:
-            if item.get("name") == rank["container_name"] and item.get("state") == "running":
+            if item.get("name") == plan["container_name"] and item.get("state") == "running":
                 specs[rank["host"]] = str((item.get("labels") or {}).get(SPEC_LABEL, ""))
     return specs
 
@@ -309,7 +309,7 @@ def would_do(
                 "already serves as planned: left alone"
                 if as_planned.get(host) and host not in restart
                 else ("serves as planned, would restart with the other ranks " if host in restart else "would start ")
-                + f"{rank['container_name']} ({rank['image']}, spec {rank['spec_sha256'][:12]})"
+                + f"{plan['container_name']} ({rank['image']}, spec {rank['spec_sha256'][:12]})"
             )
         )
     every = bool(as_planned) and all(as_planned.values())

@@ -160,6 +160,7 @@ def preflight(
     model_path = effective_container(profile, plan["shape"]).get("model_path") if shape is not None else None
     as_planned: dict[str, bool] = {}
     created: list[str] = []  # a container created as planned and never started: the boot creates it again
+    name = plan["container_name"]  # every rank's
     for rank in plan["ranks"]:
         host = rank["host"]
         node = facts.get(host)
@@ -176,19 +177,19 @@ def preflight(
             lines.append(interrupted)
         docker = node.get("docker") or {}
         # a rank an interrupted boot started is stopped with the rest of its undo: not one that serves as planned
-        serving = None if _journal_open(node) else _serving_as_planned(rank, docker)
+        serving = None if _journal_open(node) else _serving_as_planned(rank, name, docker)
         as_planned[host] = serving is not None
-        replacing = replace and _runs(rank, docker)
-        lines.append(_memory(host, node, floor, rank["container_name"] if serving else None, replacing))
+        replacing = replace and _runs(name, docker)
+        lines.append(_memory(host, node, floor, name if serving else None, replacing))
         if not docker.get("present"):
             lines.append(_line("docker", host, FAIL, f"the Docker engine does not answer: {docker.get('error')}"))
         else:
             lines.append(_line("docker", host, PASS, f"Docker {(docker.get('engine') or {}).get('version')}"))
-            lines.append(_previous(host, rank, docker, replace, _journal_open(node)))
+            lines.append(_previous(host, rank, name, docker, replace, _journal_open(node)))
             window = window_job_running(host, docker)
             if window is not None:
                 lines.append(window)
-            if _created_as_planned(rank, docker):
+            if _created_as_planned(rank, name, docker):
                 created.append(host)
             image_line, image_id = _image(host, rank, docker)
             lines.append(image_line)
@@ -196,7 +197,7 @@ def preflight(
                 image_ids[host] = image_id
         lines.append(_overdue(_guard(host, node, clear_trip), node, host_section.get("startup_memguard_wait_seconds")))
         lines.append(
-            _ports(host, rank, node, needed if rank["rank"] == 0 else {}, serving, replace, _journal_open(node))
+            _ports(host, rank, name, node, needed if rank["rank"] == 0 else {}, serving, replace, _journal_open(node))
         )
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
@@ -308,20 +309,18 @@ def _node_problems(host: str, node: Mapping[str, Any]) -> dict[str, str]:
     )
 
 
-def _serving_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The rank's container when it runs with the rank's spec (label ``spec_sha256``): a re-boot leaves it."""
+def _serving_as_planned(rank: Mapping[str, Any], name: str, docker: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The rank's container (``name``) when it runs with its spec (label ``spec_sha256``): a re-boot leaves it."""
     for item in docker.get("containers") or []:
-        if item.get("name") == rank["container_name"] and item.get("state") == "running":
+        if item.get("name") == name and item.get("state") == "running":
             if (item.get("labels") or {}).get(SPEC_LABEL) == rank["spec_sha256"]:
                 return item
     return None
 
 
-def _runs(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> bool:
+def _runs(name: str, docker: Mapping[str, Any]) -> bool:
     """A container of the rank's name runs on the node (whatever its spec)."""
-    return any(
-        c.get("name") == rank["container_name"] and c.get("state") == "running" for c in docker.get("containers") or []
-    )
+    return any(c.get("name") == name and c.get("state") == "running" for c in docker.get("containers") or [])
 
 
 def _memory(
@@ -352,10 +351,10 @@ def _memory(
     return _line("mem-available", host, status, found)
 
 
-def _created_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> bool:
+def _created_as_planned(rank: Mapping[str, Any], name: str, docker: Mapping[str, Any]) -> bool:
     """The rank's container was created as planned and never started (a boot that stopped between its create and
     start phases): it holds nothing, and the boot creates it again without being asked."""
-    found = next((c for c in docker.get("containers", []) if c.get("name") == rank["container_name"]), None)
+    found = next((c for c in docker.get("containers", []) if c.get("name") == name), None)
     return (
         bool(found)
         and found.get("state") == "created"
@@ -364,9 +363,8 @@ def _created_as_planned(rank: Mapping[str, Any], docker: Mapping[str, Any]) -> b
 
 
 def _previous(
-    host: str, rank: Mapping[str, Any], docker: Mapping[str, Any], replace: bool, interrupted: bool = False
+    host: str, rank: Mapping[str, Any], name: str, docker: Mapping[str, Any], replace: bool, interrupted: bool = False
 ) -> dict[str, str]:
-    name = rank["container_name"]
     found = next((c for c in docker.get("containers", []) if c.get("name") == name), None)
     if found is None:
         return _line("previous-container", host, PASS, f"no container named {name}")
@@ -381,7 +379,7 @@ def _previous(
     state = found.get("state")
     if state == "running" and same:
         return _line("previous-container", host, PASS, f"{name} already runs exactly as planned: left alone")
-    if _created_as_planned(rank, docker):
+    if _created_as_planned(rank, name, docker):
         return _line("previous-container", host, PASS, f"{name} was created as planned, never started: created again")
     what = f"{name} is {state} with {'the planned' if same else 'another'} spec"
     if not same:
@@ -411,6 +409,7 @@ def _planned_ports(plan: Mapping[str, Any]) -> dict[int, str]:
 def _ports(
     host: str,
     rank: Mapping[str, Any],
+    name: str,
     node: Mapping[str, Any],
     needed: Mapping[int, str],
     serving: Mapping[str, Any] | None,
@@ -429,7 +428,6 @@ def _ports(
             f"could not check {named}: node_facts gathered no ports section "
             f"(sections: [ports], ports: [{', '.join(str(p) for p in needed)}])",
         )
-    name = rank["container_name"]
     own_id = next(
         (c.get("id") for c in (node.get("docker") or {}).get("containers") or [] if c.get("name") == name), None
     )

@@ -79,8 +79,8 @@ PLANNED = run(serving_profile, {"src": str(SPARK3), "hosts": list(HOSTVARS)})
 
 def test_the_one_plan_carries_every_hosts_fabric_share() -> None:
     assert not PLANNED.get("failed"), PLANNED
-    assert sorted(PLANNED["fabric"]) == sorted(HOSTVARS)
-    head = PLANNED["fabric"]["spark-head"]
+    assert sorted(PLANNED["plan"]["fabric"]) == sorted(HOSTVARS)
+    head = PLANNED["plan"]["fabric"]["spark-head"]
     assert head["fabric"]["address"] == "198.51.100.10"
     assert head["interfaces"] == ["enp1s0f0np0", "enp1s0f1np1"]
     assert head["settings"]["topology"] == "triangle" and head["settings"]["shape"] == "tp3-triangle"

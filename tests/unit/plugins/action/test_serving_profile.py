@@ -148,7 +148,7 @@ def test_given_the_fabric_roles_settings_the_plan_names_what_node_facts_reads_fo
     assert result["fabric_fact_settings"]["spark-head"] == {**settings, "netplan_dir": None}
     assert result["fabric_fact_settings"]["spark-w2"]["backend"] == "netplan"
     head = result["fabric_fact_paths"]["spark-head"]
-    ports = result["fabric"]["spark-head"]["interfaces"]
+    ports = result["plan"]["fabric"]["spark-head"]["interfaces"]
     assert [f"/run/net/10-dgxspark-fabric-{port}.network" for port in ports] == [p for p in head if "/run/net/" in p]
     assert "/run/sysctl/60-dgxspark-fabric.conf" in head and not any("netplan" in p for p in head)
     w2 = result["fabric_fact_paths"]["spark-w2"]  # netplan: its file in the role's default directory

@@ -34,7 +34,7 @@ def ranks(path: Any, shape: str, nodes: int, extra: list[str] | None = None) -> 
 
 def test_seed000_head_as_docker_container_parameters() -> None:
     head = ranks(SPARK3, "tp3-triangle", 3)[0]
-    params = docker_container_params(head)
+    params = docker_container_params(head, "vllm_dsv41")
     assert params["name"] == "vllm_dsv41" and params["image"] == "spark-ds41f:1030"
     assert params["entrypoint"] == ["vllm"] and params["command"][0] == "serve"
     assert params["command"] == head["command"] and params["command_handling"] == "correct"
@@ -76,7 +76,7 @@ def test_a_rank_the_validator_never_saw_fails_naming_the_rank_and_the_option() -
     rank = dict(ranks(SPARK3, "tp3-triangle", 3)[0])
     rank["docker_run_args"] = [*rank["docker_run_args"], "--publish=8000:8000", "--gpus=some"]
     with pytest.raises(ProfileError) as info:
-        docker_container_params(rank)
+        docker_container_params(rank, "vllm_dsv41")
     rendered = [p.render() for p in info.value.problems]
     assert rendered[0].startswith("rank 0 (spark-0): docker_run_args --publish: --publish is not allowed here"), (
         rendered
@@ -108,7 +108,7 @@ def _outcome(name: str, separate: bool) -> tuple[str, dict[str, Any] | list[str]
         rendered = [p.render() for p in exc.problems]
         assert all(f"$.container.docker_run_args[{at}]: " in p and name in p for p in rendered), (name, rendered)
         return "refused", rendered
-    assert rank["container"] == docker_container_params(rank)
+    assert rank["container"] == docker_container_params(rank, "vllm_dsv41")
     return "rendered", rank["container"]
 
 

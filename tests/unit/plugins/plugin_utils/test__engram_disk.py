@@ -58,14 +58,16 @@ def verdict(plan: dict[str, Any], profile: dict[str, Any], rank: int = 0) -> dic
         profile["container"]["model_path"],
         weights,
     )
-    node = node_facts(weights, plan["disk_paths"][entry["host"]])
+    node = node_facts(weights, plan["preflight"][entry["host"]]["disk_paths"])
     return judge(entry["host"], node, storage)
 
 
 def test_seed002s_tp8_1m_reads_its_engram_rows_from_the_sparks_nvme() -> None:
     plan, profile = spark8()
     # the model's directory, bound from /models: node_facts is asked for it beside the weights path
-    assert plan["disk_paths"] == {host: ["/models/DeepSeek-V4.1-Flash"] for host in plan["disk_paths"]}
+    assert {h: p["disk_paths"] for h, p in plan["preflight"].items()} == {
+        h: ["/models/DeepSeek-V4.1-Flash"] for h in plan["preflight"]
+    }
     line = verdict(plan, profile)
     assert line == {
         "check": "engram-nvme",
@@ -80,7 +82,7 @@ def test_seed002s_tp8_1m_reads_its_engram_rows_from_the_sparks_nvme() -> None:
 
 def test_tp8_300k_keeps_engram_in_memory() -> None:
     plan, profile = spark8(shape="tp8-300k")
-    assert plan["disk_paths"] == {host: [] for host in plan["disk_paths"]}
+    assert {h: p["disk_paths"] for h, p in plan["preflight"].items()} == {h: [] for h in plan["preflight"]}
     line = verdict(plan, profile, rank=3)
     assert line["status"] == SKIP
     assert line["message"] == "engram.placement is host-memory: the Engram tables are not read from disk"
@@ -97,7 +99,7 @@ def nfs_workers() -> dict[str, Any]:
 
 def test_weights_on_nfs_fail_naming_the_seed() -> None:
     plan, profile = spark8(nfs_workers())
-    assert plan["disk_paths"]["spark-w1"] == ["/mnt/head-models/DeepSeek-V4.1-Flash"]
+    assert plan["preflight"]["spark-w1"]["disk_paths"] == ["/mnt/head-models/DeepSeek-V4.1-Flash"]
     line = verdict(plan, profile, rank=1)
     assert line["status"] == FAIL
     assert line["message"] == (
@@ -127,7 +129,7 @@ def test_a_dedicated_engram_directory_is_followed_through_its_bind(source: str, 
             "container/docker_run_args": [*args, f"--volume={source}:/engram-local:ro"],
         }
     )
-    assert plan["disk_paths"]["spark-w7"] == [source]
+    assert plan["preflight"]["spark-w7"]["disk_paths"] == [source]
     line = verdict(plan, profile, rank=7)
     assert line["status"] == status, line["message"]
     assert line["message"].startswith(f"{source} (DSV41_ENGRAM_DIR=/engram-local, bound by --volume={source}:/engram")

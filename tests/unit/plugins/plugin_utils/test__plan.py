@@ -341,7 +341,7 @@ def test_every_rank_carries_what_starts_it() -> None:
     for rank in plan["ranks"]:
         container = rank["container"]
         assert (container["name"], container["image"], container["command"]) == (
-            rank["container_name"],
+            plan["container_name"],
             rank["image"],
             rank["command"],
         )

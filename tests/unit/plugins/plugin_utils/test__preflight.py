@@ -969,7 +969,7 @@ SPARK8_PLAN = build_plan(
 
 def spark8_node(rank: int, weights_dir: pathlib.Path, disk_from: str = "/models") -> dict[str, Any]:
     """A GB10 node's facts with spark8's weights: disk as node_facts gathers it on the GB10 tree (the weights path
-    and the plan's disk_paths), the config.json under the weights as node_facts reads it."""
+    and the plan's preflight disk_paths), the config.json under the weights as node_facts reads it."""
     facts = node(rank)
     gathered = gather(
         Options(
@@ -977,7 +977,7 @@ def spark8_node(rank: int, weights_dir: pathlib.Path, disk_from: str = "/models"
             proc_root=str(GB10 / "proc"),
             sys_root=str(GB10 / "sys"),
             weights_path=disk_from,
-            disk_paths=tuple(SPARK8_PLAN["disk_paths"][SPARK8_HOSTS[rank]]),
+            disk_paths=tuple(SPARK8_PLAN["preflight"][SPARK8_HOSTS[rank]]["disk_paths"]),
         ),
         lambda argv: CommandResult(1, "", "no tools here"),
     )
