@@ -40,8 +40,9 @@ class ActionModule(ValidatedAction):
             return result
         found = _boot_preflight.discovered(facts, planned["plan"]["fabric"])
         src = str(planned["src"])
-        # the plan serving_profile built, with what the nodes offer NCCL bound in (an overlay: not planned again)
-        plan = bind(planned["plan"], {host: names for host, names in found.items() if names is not None})
+        # the plan serving_profile built, with what the nodes offer NCCL and the head's weights bound in (an overlay:
+        # not planned again)
+        plan = bind(planned["plan"], {host: names for host, names in found.items() if names is not None}, facts)
         profile, profile_sha256 = planned["profile"], str(planned["profile_sha256"])
         hosts, _both = hosts_from_inventory(
             task_vars.get("hostvars", {}), task_vars.get("groups", {}), named["head"], named["workers"]

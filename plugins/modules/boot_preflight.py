@@ -13,11 +13,12 @@ version_added: 0.2.0
 description:
   - The boot's preflight, after C(dgxspark.cluster.node_facts) gathered every node's facts in one round trip.
     Runs once, on the controller, and asks nothing more of a node.
-  - Binds the plan's one late input first, what each node offers NCCL on its planned fabric ports (RDMA devices,
-    the ports, the RoCE v2 GID index), read from the facts by the fabric role's own rule. They are bound into the
-    plan that M(dgxspark.cluster.serving_profile) built as an overlay (the C(dgxspark.cluster.plan_bound)
-    filter's rule). Only each changed rank's NCCL environment, spec hash, argv and container parameters are
-    redone, so the plan that is judged is the one that starts, and the profile is read and planned once per boot.
+  - Binds the plan's late inputs first, what each node offers NCCL on its planned fabric ports (RDMA devices,
+    the ports, the RoCE v2 GID index), read from the facts by the fabric role's own rule, and the weights'
+    C(config.json) on the head. They are bound into the plan that M(dgxspark.cluster.serving_profile) built as an
+    overlay (the C(dgxspark.cluster.plan_bound) filter's rule). Only each changed rank's NCCL environment, spec
+    hash, argv and container parameters are redone, and the plan's KV fit (C(plan.kv.fit)) judged, so the plan
+    that is judged is the one that starts, and the profile is read and planned once per boot.
   - Then checks every node against that plan, a line per check and node (memory, Docker, a previous container,
     the image, the memory guard, the ports the plan needs, the kernel, ulimits, the fabric, the weights), and
     works out what the fabric role would change on each node from the same facts. In check mode it also says

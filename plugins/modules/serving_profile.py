@@ -143,7 +143,9 @@ plan:
     - C(kernel) holds, by host, what the profile requires of its kernel and limits (the host section's C(kernel) and
       its rank's C(ulimits)); C(guard) the memory guard's fields of the host section; C(preflight), by host, what
       its preflight gathers and expects (C(ports), C(fabric_interfaces), C(weights_path), C(disk_paths),
-      C(helper_services), C(secret_files), C(min_mem_available_gib)).
+      C(helper_services), C(secret_files), C(min_mem_available_gib)); C(kv) what the preflight's KV fit reads of
+      the profile (the model's directory under the weights path, C(max_model_len), C(model_config), a measured cost),
+      whose C(fit) the boot's preflight judges once the head's facts are bound in.
     - Every C(docker_run_args) option either renders into C(container) or fails validation with the reason, so
       a valid plan is one that starts; see the profile reference for every option.
   returned: success

@@ -39,6 +39,8 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard imp
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memory import memory_budget
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import nccl_environment, topology_of
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.overrides import effective_data, judge
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import bound as kv_bound
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import inputs as kv_inputs
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
@@ -147,6 +149,28 @@ class Preflight(TypedDict):
     """The MemAvailable a node must have before its rank starts (the profile's ``host.min_mem_available_gib``)."""
 
 
+class KV(TypedDict):
+    """What the preflight's kv-fit reads beside the head's rank, its memory budget and the weights' config.json
+    (``preflight/kv_fit.py``), and its verdict once :func:`bind` had the head's node facts."""
+
+    weights_path: str | None
+    model_directory: str | None
+    """The model's directory under the weights path (``''``: the weights path itself), through the head's binds;
+    None when the model is not bound from under it."""
+    model_directory_from: str
+    """How the model's directory was found, or why not."""
+    max_model_len: int
+    fork_flags: list[str]
+    model_config: dict[str, Any]
+    """The profile's ``model_config`` (compared with the weights' config.json), or empty."""
+    measured_bytes_per_token: float | None
+    """A measured KV cost per token (the shape's memory section, else ``model_config``), for attention the formula
+    does not model."""
+    measured_from: str
+    fit: dict[str, str] | None
+    """The ``kv-fit`` line (check, host, status, message) judged on the head's node facts; None before binding."""
+
+
 class Plan(TypedDict):
     """The plan: built once per run (:func:`build_plan`) from the profile, the inventory and every host's overrides,
     never changed afterwards (:func:`bind` gives a new one with the nodes' fabric names). Every step reads its
@@ -181,6 +205,7 @@ class Plan(TypedDict):
     every node's guard is configured from, with the guard role's settings (ports, paths, key) beside it."""
     preflight: dict[str, Preflight]
     """Host to what its preflight gathers and expects (:class:`Preflight`)."""
+    kv: KV
     warnings: list[str]
 
 
@@ -257,6 +282,7 @@ def build_plan(
             }
             for r in ranks
         },
+        "kv": kv_inputs(profile.data, name, ranks[0]),  # type: ignore[typeddict-item]  # a KV's keys
         "warnings": [w.render() for w in _unique(profile.warnings + out.warnings)],
     }
 
@@ -438,12 +464,13 @@ def _assembled(rank: Mapping[str, Any], environment: Mapping[str, str], name: st
     return result
 
 
-def bind(plan: Plan, discovered: Mapping[str, Any]) -> Plan:
-    """The plan with the fabric names the nodes report (``discovered``: host -> its ``fabric_nccl``: hca,
-    socket_ifname, gid_index) bound in, as an overlay: for each rank whose names change, only what depends on them
-    is redone (its NCCL environment, spec hash, argv and container parameters). A name the profile sets (its fabric
-    or environment, with the host's overrides) wins over the node's, as when planning; a host not in
-    ``discovered`` keeps what it has. The plan is not built again."""
+def bind(plan: Plan, discovered: Mapping[str, Any], facts: Mapping[str, Any] | None = None) -> Plan:
+    """The plan with what the nodes report bound in, as an overlay: the fabric names (``discovered``: host -> its
+    ``fabric_nccl``: hca, socket_ifname, gid_index) and, with ``facts`` (host -> its node facts), the KV fit on the
+    head's weights (``kv.fit``). For each rank whose names change, only what depends on them is redone (its NCCL
+    environment, spec hash, argv and container parameters). A name the profile sets (its fabric or environment,
+    with the host's overrides) wins over the node's, as when planning; a host not in ``discovered`` keeps what it
+    has. The plan is not built again."""
     ranks = []
     for rank in plan["ranks"]:
         if rank["host"] not in (discovered or {}):
@@ -460,7 +487,10 @@ def bind(plan: Plan, discovered: Mapping[str, Any]) -> Plan:
             else:
                 env.pop(key, None)
         ranks.append(rank if env == rank["environment"] else _assembled(rank, env, plan["container_name"]))
-    return {**plan, "ranks": ranks}  # type: ignore[typeddict-item]  # a new plan: the one given is left alone
+    fresh: Plan = {**plan, "ranks": ranks}  # type: ignore[typeddict-item]  # a new plan: the one given is left alone
+    if facts:
+        fresh["kv"] = kv_bound(fresh, facts)  # type: ignore[typeddict-item]  # a KV's keys
+    return fresh
 
 
 def render_serve_command(

@@ -204,7 +204,8 @@ def preflight(
         lines.append(fabric_not_management(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
         lines.append(_weights(host, node, host_section.get("weights_path")))
         if rank["rank"] == 0 and shape is not None:
-            lines.append(kv_fit(host, node, plan, profile))
+            # judged when the nodes' facts were bound into the plan (bind), else here
+            lines.append((plan.get("kv") or {}).get("fit") or kv_fit(host, node, plan))
         if shape is not None:
             storage = engram_storage(
                 (shape.get("engram") or {}).get("placement"),

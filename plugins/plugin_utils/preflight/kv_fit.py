@@ -98,11 +98,11 @@ def planned_kv_cache(head: Mapping[str, Any], plan: Mapping[str, Any]) -> tuple[
 
 
 def _model_directory(
-    profile: Mapping[str, Any], plan: Mapping[str, Any], head: Mapping[str, Any], weights_path: str
+    profile: Mapping[str, Any], shape_name: str, head: Mapping[str, Any], weights_path: str
 ) -> tuple[str | None, str]:
     """The model's directory relative to the weights path ('' for the weights path itself), and how it was found;
     (None, why) when the model path is not bound from under the weights path."""
-    model_path = effective_container(profile, plan["shape"]).get("model_path") or profile.get("model")
+    model_path = effective_container(profile, shape_name).get("model_path") or profile.get("model")
     mapped = host_path(head.get("docker_run_args") or [], str(model_path))
     if mapped is None:
         return None, f"container.model_path {model_path} is not bound from the node"
@@ -177,9 +177,43 @@ def compare_model_config(
     return differences
 
 
-def kv_fit(host: str, node: Mapping[str, Any], plan: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, str]:
-    """``kv-fit`` on the head's node (``host``, rank 0's): see the module's description."""
+def inputs(profile: Mapping[str, Any], shape_name: str, head: Mapping[str, Any]) -> dict[str, Any]:
+    """What kv-fit reads of the profile, worked out once by the plan (its ``kv``): the weights path, the model's
+    directory under it (through the head rank's binds), the shape's ``max_model_len``, the fork's flags, the
+    profile's ``model_config`` and a measured cost per token; ``fit`` stays None until :func:`bound`."""
+    shape = profile["shapes"][shape_name]
     weights_path = (profile.get("host") or {}).get("weights_path")
+    relative, how = (None, "") if not weights_path else _model_directory(profile, shape_name, head, weights_path)
+    per_token, measured_from = _measured(profile, shape, shape_name)
+    model = profile.get("model_config")
+    return {
+        "weights_path": weights_path,
+        "model_directory": relative,
+        "model_directory_from": how,
+        "max_model_len": shape["sizing"]["max_model_len"],
+        "fork_flags": list(effective_container(profile, shape_name).get("fork_flags") or ()),
+        "model_config": dict(model) if isinstance(model, Mapping) else {},
+        "measured_bytes_per_token": per_token,
+        "measured_from": measured_from,
+        "fit": None,
+    }
+
+
+def bound(plan: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan's ``kv`` with its ``fit``: kv-fit judged on the head's node facts (``facts``: host to its node), when
+    they are given; else as it was."""
+    head = next((r for r in plan["ranks"] if r.get("rank") == 0), plan["ranks"][0])
+    node = facts.get(head["host"]) if isinstance(facts, Mapping) else None
+    if not isinstance(node, Mapping):
+        return dict(plan["kv"])
+    return {**plan["kv"], "fit": kv_fit(head["host"], node, plan)}
+
+
+def kv_fit(host: str, node: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, str]:
+    """``kv-fit`` on the head's node (``host``, rank 0's), from the plan (its head rank, memory budget and ``kv``):
+    see the module's description."""
+    kv = plan["kv"]
+    weights_path = kv["weights_path"]
     if not weights_path:
         return _line(
             host,
@@ -196,10 +230,7 @@ def kv_fit(host: str, node: Mapping[str, Any], plan: Mapping[str, Any], profile:
             "could not check: node_facts gathered no weights.model_configs (sections: [weights], with weights_path)",
         )
     head = next((r for r in plan["ranks"] if r.get("rank") == 0), plan["ranks"][0])
-    shape_name = plan["shape"]
-    shape = profile["shapes"][shape_name]
-    relative, how = _model_directory(profile, plan, head, weights_path)
-    name, how = _pick(configs, relative, how, weights_path)
+    name, how = _pick(configs, kv["model_directory"], kv["model_directory_from"], weights_path)
     if name is None:
         return _line(host, WARN, f"could not check the KV cache against the weights: {how}")
     entry = configs[name]
@@ -208,18 +239,18 @@ def kv_fit(host: str, node: Mapping[str, Any], plan: Mapping[str, Any], profile:
         error = entry.get("error") if isinstance(entry, Mapping) else "not gathered"
         return _line(host, WARN, f"could not read {where}: {error}")
     config = entry["keys"]
-    argv = engine_argv(head, effective_container(profile, shape_name).get("fork_flags") or ())
+    argv = engine_argv(head, kv["fork_flags"])
     kv_dtype = argv.value("--kv-cache-dtype") or "auto"
     tensor_parallel = argv.integer("--tensor-parallel-size") or int(plan.get("nodes") or 1)
     max_len = argv.integer("--max-model-len")
-    max_len = max_len if max_len is not None and max_len > 0 else shape["sizing"]["max_model_len"]
+    max_len = max_len if max_len is not None and max_len > 0 else kv["max_model_len"]
     block = argv.integer("--block-size")
     architectures = config.get("architectures")
     label = where + (f" ({architectures[0]})" if isinstance(architectures, list) and architectures else "")
     notes: list[str] = []
     unmodelled = unmodelled_attention(config)
     if unmodelled:
-        per_token, measured_at = _measured(profile, shape, shape_name)
+        per_token, measured_at = kv["measured_bytes_per_token"], kv["measured_from"]
         missing = f"the KV formula does not model {'; '.join(unmodelled)}"
         if per_token is None:
             return _line(
@@ -237,7 +268,7 @@ def kv_fit(host: str, node: Mapping[str, Any], plan: Mapping[str, Any], profile:
             return _line(
                 host, WARN, f"{label}: cannot work out the KV cost per token: {error}; or give kv_cache_bytes_per_token"
             )
-    model = profile.get("model_config")
+    model = kv["model_config"]
     disagree: list[str] = []
     if isinstance(model, Mapping) and model:
         disagree = compare_model_config(model, config, kv_dtype, tensor_parallel)

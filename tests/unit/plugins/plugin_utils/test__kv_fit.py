@@ -83,14 +83,14 @@ def test_flag_values_are_read_as_vllm_reads_them() -> None:
 
 def test_without_a_weights_path_the_check_is_skipped() -> None:
     plan = build_plan(load_profile(str(SPARK3)), "tp3-triangle", cluster(3))
-    line = kv_fit("spark-head", {}, plan, load_profile(str(SPARK3)).data)
+    line = kv_fit("spark-head", {}, plan)
     assert line["status"] == SKIP and line["message"].startswith("the profile names no host.weights_path")
 
 
 def test_seed000s_kv_cache_cannot_hold_a_gqa_models_1m_sequence(tmp_path: pathlib.Path) -> None:
     # Qwen3-8B at TP=3: max(1, 8 // 3) = 2 KV heads on a rank: 2 x 36 x 2 x 128 x 2 = 36,864 bytes per token
-    plan, profile = spark3()
-    line = kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "qwen3-8b"}), plan, profile)
+    plan, _profile = spark3()
+    line = kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "qwen3-8b"}), plan)
     assert line["status"] == FAIL
     fits = SEED000_KV // 36864
     assert line["message"] == (
@@ -108,10 +108,10 @@ def test_seed000s_kv_cache_cannot_hold_a_gqa_models_1m_sequence(tmp_path: pathli
 def test_an_mla_model_fits_seed000s_kv_cache_at_a_shorter_context(tmp_path: pathlib.Path) -> None:
     # DeepSeek-V3's latent: 61 x (512 + 64) x 2 = 70,272 bytes per token, the same on every rank
     node = weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v3"})
-    plan, profile = spark3()
-    assert kv_fit("spark-head", node, plan, profile)["status"] == FAIL  # 1M needs 68.63 GiB
-    plan, profile = spark3({"shapes/tp3-triangle/sizing/max_model_len": 16384})
-    line = kv_fit("spark-head", node, plan, profile)
+    plan, _profile = spark3()
+    assert kv_fit("spark-head", node, plan)["status"] == FAIL  # 1M needs 68.63 GiB
+    plan, _profile = spark3({"shapes/tp3-triangle/sizing/max_model_len": 16384})
+    line = kv_fit("spark-head", node, plan)
     assert line["status"] == PASS
     assert line["message"].startswith(
         "/models/DeepSeek-V4.1-Flash-1017/config.json on spark-head (DeepseekV3ForCausalLM): 70,272 bytes per token "
@@ -123,7 +123,7 @@ def test_an_mla_model_fits_seed000s_kv_cache_at_a_shorter_context(tmp_path: path
 
 def minimax_tp2(kv_bytes: int, tmp_path: pathlib.Path) -> tuple[dict[str, str], dict[str, Any]]:
     """eugr/spark-vllm-docker issue 396: MiniMax-M2.7 (AWQ) at TP=2 over two Sparks, max_model_len 196,608."""
-    plan, profile = spark3(
+    plan, _profile = spark3(
         {
             "shapes/tp2": {
                 "nodes": 2,
@@ -140,7 +140,7 @@ def minimax_tp2(kv_bytes: int, tmp_path: pathlib.Path) -> tuple[dict[str, str], 
         },
         shape="tp2",
     )
-    return kv_fit("spark-head", weights(tmp_path, {"MiniMax-M2.7-AWQ": "minimax-m2.7"}), plan, profile), plan
+    return kv_fit("spark-head", weights(tmp_path, {"MiniMax-M2.7-AWQ": "minimax-m2.7"}), plan), plan
 
 
 def test_the_gqa_fixture_is_refused_in_the_words_vllm_used_on_two_sparks(tmp_path: pathlib.Path) -> None:
@@ -174,10 +174,8 @@ def test_the_gqa_fixture_fits_where_vllm_started_it(tmp_path: pathlib.Path) -> N
 
 
 def test_compressed_attention_without_a_measured_cost_warns_what_is_missing(tmp_path: pathlib.Path) -> None:
-    plan, profile = spark3()
-    line = kv_fit(
-        "spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v4-flash-base"}), plan, profile
-    )
+    plan, _profile = spark3()
+    line = kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v4-flash-base"}), plan)
     assert line == {
         "check": "kv-fit",
         "host": "spark-head",
@@ -216,10 +214,8 @@ def test_a_measured_cost_takes_the_place_of_compressed_attention(
         # the shape's calibrated cost (seed 000's other shapes keep their own engine's figures)
         "memory": {"usable_gib": 121, "components_gib": {}, "kv_cache_bytes_per_token": per_token},
     }
-    plan, profile = spark3({"shapes/measured": shape}, shape="measured")
-    line = kv_fit(
-        "spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v4-flash-base"}), plan, profile
-    )
+    plan, _profile = spark3({"shapes/measured": shape}, shape="measured")
+    line = kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v4-flash-base"}), plan)
     assert line["status"] == PASS, line["message"]
     assert figure in line["message"]
     assert (
@@ -258,7 +254,7 @@ def test_seed002s_shapes_fit_at_their_own_figures(
     # spark8's /models holds the model's directory (container.model_path /models/DeepSeek-V4.1-Flash) and another
     node = weights(tmp_path, {"DeepSeek-V4.1-Flash": "deepseek-v4-flash-base", "Qwen3-8B": "qwen3-8b"})
     profile = load_profile(str(SPARK8))
-    line = kv_fit("spark-head", node, build_plan(profile, shape, cluster(8)), profile.data)
+    line = kv_fit("spark-head", node, build_plan(profile, shape, cluster(8)))
     assert line["status"] == PASS, line["message"]
     assert line["message"].startswith("/models/DeepSeek-V4.1-Flash/config.json on spark-head (DeepseekV4ForCausalLM)")
     assert f"measured {per_token} bytes per token (shapes.{shape}.memory.kv_cache_bytes_per_token)" in line["message"]
@@ -276,11 +272,11 @@ def test_the_profiles_model_config_is_compared_with_the_weights(tmp_path: pathli
         "shapes/tp4-ring/sizing/max_model_len": 16384,
         "sources/$.model_config": sources["$.model_config"],
     }
-    plan, profile = spark3({**short, "model_config": agreeing})
-    line = kv_fit("spark-head", node, plan, profile)
+    plan, _profile = spark3({**short, "model_config": agreeing})
+    line = kv_fit("spark-head", node, plan)
     assert line["status"] == PASS and line["message"].endswith("; the profile's model_config agrees with it")
-    plan, profile = spark3({**short, "model_config": {**agreeing, "num_hidden_layers": 27, "kv_lora_rank": 256}})
-    line = kv_fit("spark-head", node, plan, profile)
+    plan, _profile = spark3({**short, "model_config": {**agreeing, "num_hidden_layers": 27, "kv_lora_rank": 256}})
+    line = kv_fit("spark-head", node, plan)
     assert line["status"] == WARN
     assert line["message"].endswith(
         "; the profile's model_config disagrees with the weights' config.json (num_hidden_layers: profile 27, "
@@ -290,35 +286,34 @@ def test_the_profiles_model_config_is_compared_with_the_weights(tmp_path: pathli
 
 
 def test_which_config_is_judged_and_what_is_said_when_none_is(tmp_path: pathlib.Path) -> None:
-    plan, profile = spark3()
+    plan, _profile = spark3()
     two = weights(tmp_path / "two", {"Qwen3-8B": "qwen3-8b", "MiniMax": "minimax-m2.7"})
-    assert kv_fit("spark-head", two, plan, profile)["message"] == (
+    assert kv_fit("spark-head", two, plan)["message"] == (
         "could not check the KV cache against the weights: no /models/DeepSeek-V4.1-Flash-1017/config.json "
         "(container.model_path /models/DeepSeek-V4.1-Flash-1017, bound by --volume=/models:/models:ro); found: "
         "MiniMax/config.json, Qwen3-8B/config.json"
     )
     # seed 000's own profile names the model by its hub id: not bound, so the only config.json there is judged
     hub = edited(json.loads(SPARK3.read_text()), {"host/weights_path": "/models/DeepSeek-V4.1-Flash-1017"})
-    profile = validate_profile(hub).data
     plan = build_plan(validate_profile(hub), "tp3-triangle", cluster(3))
-    line = kv_fit("spark-head", weights(tmp_path / "one", {"": "qwen3-8b"}), plan, profile)
+    line = kv_fit("spark-head", weights(tmp_path / "one", {"": "qwen3-8b"}), plan)
     assert line["status"] == FAIL
     assert "[/models/DeepSeek-V4.1-Flash-1017/config.json on spark-head (Qwen3ForCausalLM)" in line["message"]
-    line = kv_fit("spark-head", two, plan, profile)
+    line = kv_fit("spark-head", two, plan)
     assert line["message"] == (
         "could not check the KV cache against the weights: 2 config.json under /models/DeepSeek-V4.1-Flash-1017 "
         "(MiniMax/config.json, Qwen3-8B/config.json) and container.model_path deepseek-ai/DeepSeek-V4.1-Flash-1017 "
         "is not bound from the node: which one is served?"
     )
-    assert kv_fit("spark-head", {"weights": {"path": "/x"}}, plan, profile)["status"] == WARN
+    assert kv_fit("spark-head", {"weights": {"path": "/x"}}, plan)["status"] == WARN
 
 
 def test_a_config_that_did_not_parse_is_named(tmp_path: pathlib.Path) -> None:
     (tmp_path / "DeepSeek-V4.1-Flash-1017").mkdir()
     (tmp_path / "DeepSeek-V4.1-Flash-1017" / "config.json").write_text('{"num_hidden_layers": ')
     found, _problems = model_configs(str(tmp_path))
-    plan, profile = spark3()
-    line = kv_fit("spark-head", {"weights": {"model_configs": found}}, plan, profile)
+    plan, _profile = spark3()
+    line = kv_fit("spark-head", {"weights": {"model_configs": found}}, plan)
     assert line["status"] == WARN
     assert line["message"].startswith(
         "could not read /models/DeepSeek-V4.1-Flash-1017/config.json on spark-head: not JSON: Expecting value"
@@ -326,7 +321,7 @@ def test_a_config_that_did_not_parse_is_named(tmp_path: pathlib.Path) -> None:
 
 
 def test_a_kv_cache_the_plan_does_not_size_gets_the_figure_it_needs(tmp_path: pathlib.Path) -> None:
-    plan, profile = spark3(
+    plan, _profile = spark3(
         {
             "shapes/tp3-triangle/sizing/kv_cache_memory_bytes": DELETE,
             "sources/$.shapes.tp3-triangle.sizing.kv_cache_memory_bytes": DELETE,
@@ -338,7 +333,7 @@ def test_a_kv_cache_the_plan_does_not_size_gets_the_figure_it_needs(tmp_path: pa
         None,
         "neither sizing.kv_cache_memory_bytes nor a memory budget sizes it",
     )
-    line = kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v3"}), plan, profile)
+    line = kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v3"}), plan)
     assert line["status"] == WARN
     assert line["message"].endswith(
         "one max_model_len sequence (16,384 tokens) needs 1.07 GiB per rank, but the plan does not size the KV "

@@ -103,3 +103,21 @@ def test_the_container_name_is_held_once_by_the_plan_and_rendered_into_each_rank
         assert "container_name" not in rank
         assert rank["container"]["name"] == plan["container_name"]
         assert rank["argv"][rank["argv"].index("--name") + 1] == plan["container_name"]
+
+
+def test_binding_the_heads_facts_judges_the_kv_fit_once(tmp_path: Any) -> None:
+    """bind() with the nodes' facts recomputes the KV fit from the head's config.json, and only that: the preflight
+    then reads the plan's verdict instead of judging again."""
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import kv_fit
+    from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__kv_fit import spark3, weights
+
+    plan, _profile = spark3({"shapes/tp3-triangle/sizing/max_model_len": 16384})
+    assert plan["kv"]["fit"] is None and plan["kv"]["model_directory"] == "DeepSeek-V4.1-Flash-1017"
+    node = weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "qwen3-8b"})
+    bound = bind(plan, {}, {"spark-head": node, "spark-w1": {}})
+    assert bound["kv"]["fit"] == kv_fit("spark-head", node, plan)
+    assert bound["kv"]["fit"]["status"] == "PASS" and "16,384 tokens" in bound["kv"]["fit"]["message"]
+    assert {k: v for k, v in bound["kv"].items() if k != "fit"} == {k: v for k, v in plan["kv"].items() if k != "fit"}
+    assert all(a is b for a, b in zip(bound["ranks"], plan["ranks"], strict=True))  # nothing else redone
+    assert bind(plan, {}, {"spark-w1": node})["kv"]["fit"] is None  # the head's facts, or no verdict
+    assert plan["kv"]["fit"] is None  # the plan given is left alone

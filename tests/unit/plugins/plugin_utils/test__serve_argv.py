@@ -386,7 +386,7 @@ KV_DTYPE = {
 
 def kv_fit_line(tmp_path: pathlib.Path, serve_args: list[str]) -> dict[str, str]:
     plan, profile = spark3({"container/serve_args": serve_args, "shapes/tp3-triangle/sizing/max_model_len": 16384})
-    return kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "qwen3-8b"}), plan, profile)
+    return kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "qwen3-8b"}), plan)
 
 
 def per_token(line: dict[str, str]) -> str:
@@ -419,7 +419,7 @@ def test_kv_fit_reads_the_head_command_in_every_spelling(tmp_path: pathlib.Path)
     ):
         for kv_dtype in KV_DTYPE.values():
             head["command"] = [*rendered[:at], *spelling, *rendered[at + 2 :], *kv_dtype]
-            line = kv_fit("spark-head", node, plan, profile)
+            line = kv_fit("spark-head", node, plan)
             assert "16,384 tokens" in line["message"] and per_token(line) == "18,432", (spelling, kv_dtype)
             expected = expected or line
             assert line == expected
