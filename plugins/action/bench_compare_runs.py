@@ -111,6 +111,7 @@ def summary_lines(comparison: dict[str, Any]) -> list[str]:
     ]
     lines += [f"cannot compare: {reason}" for reason in comparison["reasons"]]
     lines += [f"regression: {line['message']}" for line in comparison["regressions"]]
+    lines += [f"undecided: {line['message']}" for line in comparison.get("undecided") or []]
     for row in comparison["metrics"]:
         label, unit, _better = _bench.METRICS[row["metric"]]
         change = "n/a" if row["change"] is None else f"{row['change'] * 100:+.1f} %"

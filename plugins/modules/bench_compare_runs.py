@@ -14,8 +14,11 @@ description:
   - Reads two C(results.json) files written by C(dgxspark.cluster.bench_run) (by default the two newest runs under
     O(results_dir)) and compares the candidate with the baseline, level by level and metric by metric - the change of
     each mean, and whether it is significant by Welch's two-sided t-test (docs/benchmark.md).
-  - The verdict is V(pass), V(regression) (a per-request metric significantly worse by more than O(threshold)) or
-    V(incomparable) (different model, shape or workload, a failed gate, no level in common).
+  - The verdict is V(pass), V(regression) (a per-request metric significantly worse by more than O(threshold); or,
+    whatever a test says, a level whose SLOs the baseline met lost, a lower Max C, or a seed figure that drops by
+    more than O(threshold)), V(inconclusive) (the runs are too short to bound every metric's worsening within
+    O(threshold); it says how many requests per level would decide) or V(incomparable) (different model, shape or
+    workload, a failed gate, no level in common).
   - Writes the comparison (JSON and Markdown) into the candidate's folder, named after the baseline's. Fails on any
     verdict but V(pass) unless O(fail_on_regression=false).
   - The same comparison on data already loaded is the C(dgxspark.cluster.bench_compare) filter.
@@ -71,7 +74,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 verdict:
-  description: V(pass), V(regression) or V(incomparable).
+  description: V(pass), V(regression), V(inconclusive) or V(incomparable).
   returned: always
   type: str
 comparison:

@@ -11,7 +11,7 @@ holds every request of every concurrency level with its raw timings. From it:
 - :func:`summarize`: per level the distributions (mean, stdev, min, max, p10, p50, p90, p99), RPS, output
   tokens/s, errors, CordatusAI's columns, and the capacity: every SLO per level and Max C.
 - :func:`compare`: a baseline and a candidate run, metric by metric and level by level, with Welch's
-  t-test; ``pass``, ``regression`` or ``incomparable``.
+  t-test, the capacity and the seed figures; ``pass``, ``regression``, ``inconclusive`` or ``incomparable``.
 
 Reports (Markdown, a terminal table, charts) are in ``_bench_report``; the statistics in ``_bench_stats``.
 Every figure that cannot be computed is None (JSON null), never NaN.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -37,6 +38,8 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.stats impor
     mean,
     percentile,
     stdev,
+    t_quantile,
+    variance,
     welch,
 )
 
@@ -44,7 +47,9 @@ FORMAT = "dgxspark.cluster/bench-results/1"
 SUMMARY_FORMAT = "dgxspark.cluster/bench-summary/1"
 COMPARISON_FORMAT = "dgxspark.cluster/bench-comparison/1"
 LOWER, HIGHER = "lower", "higher"
-PASS, REGRESSION, INCOMPARABLE = "pass", "regression", "incomparable"
+PASS, REGRESSION, INCOMPARABLE, INCONCLUSIVE = "pass", "regression", "incomparable", "inconclusive"
+# The seed figures a candidate may not lose more than the threshold of, whatever a test says (bench/seed.py).
+GUARDED_SEED_FIGURES = ("single_stream_tps", "burst_4_tps", "burst_6_tps")
 
 # Per-request metrics: name -> (label, unit, which way is better). ``itl_gap_ms`` pools the raw gaps
 # between content chunks of every request of a level (many per request); the others are one per request.
@@ -770,23 +775,36 @@ def round_figure(value: float | None, digits: int = _SIGNIFICANT) -> float | Non
 
 # ---------------------------------------------------------------- comparing two runs
 def compare(
-    baseline: Mapping[str, Any], candidate: Mapping[str, Any], threshold: float = 0.03, alpha: float = 0.05
+    baseline: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    threshold: float = 0.03,
+    alpha: float = 0.05,
+    slos: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A candidate run against a baseline run: ``pass``, ``regression`` or ``incomparable`` (docs/benchmark.md).
+    """A candidate run against a baseline run: ``pass``, ``regression``, ``inconclusive`` or ``incomparable``
+    (docs/benchmark.md, "Comparing two runs").
 
-    ``threshold`` is a relative change (0.03: 3 %), ``alpha`` the significance level. The verdict is
-    ``incomparable`` (with ``reasons``) when the runs differ in model, shape, prompt_tokens or max_tokens,
-    when either gate failed, or when no concurrency level was tested in both. Otherwise, for every level
-    in both and each metric of :data:`COMPARED_METRICS`: both means, the relative change, whether it is
-    worse (lower is better but for the tokens/s metrics), Welch's t, df and two-sided p, ``significant``
-    (p < alpha) and ``regression`` (significant and worse by more than ``threshold``). RPS, output
-    tokens/s and errors are one figure per level and run: their change is reported with no test and
-    never decides the verdict. ValueError for an invalid document, threshold or alpha.
+    ``threshold`` is a relative change (0.03: 3 %), ``alpha`` the significance level, ``slos`` the capacity's SLOs
+    (:func:`parse_slos`; None: the default ones). The verdict is ``incomparable`` (with ``reasons``) when the runs
+    differ in model, shape, prompt_tokens or max_tokens, when either gate failed, or when no concurrency level was
+    tested in both. Otherwise, for every level in both and each metric of :data:`COMPARED_METRICS`: both means, the
+    relative change, whether it is worse, Welch's t, df and two-sided p, ``significant`` (p < alpha),
+    ``regression`` (significant and worse by more than ``threshold``), and ``decided``: a regression, or the
+    one-sided ``1 - alpha`` upper bound of the worsening (``worst_change``) is within the threshold; else the
+    requests per level that would decide (``requests_needed``).
+
+    A candidate is a ``regression``, whatever a test says, when it fails a level's SLOs that the baseline passed,
+    when its Max C over the levels both tested is lower, or when a seed figure of :data:`GUARDED_SEED_FIGURES` it
+    has beside the baseline's drops by more than ``threshold`` (or is not measured where the baseline's was). With
+    none of these and no metric regression, a metric that is not ``decided`` makes the verdict ``inconclusive``:
+    the runs are too short to tell a change of the threshold's size from noise, and that is not a pass. RPS,
+    output tokens/s and errors are one figure per level and run: their change is reported with no test. ValueError
+    for an invalid document, threshold or alpha.
     """
     if not _is_number(threshold) or threshold < 0:
         raise ValueError(f"threshold must be a relative change >= 0 (0.03 for 3 %), not {threshold!r}")
-    if not _is_number(alpha) or not 0 < alpha < 1:
-        raise ValueError(f"alpha must be a number between 0 and 1 (0.05), not {alpha!r}")
+    if not _is_number(alpha) or not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be a number between 0 and 0.5 (0.05), not {alpha!r}")
     validate_results(baseline, source="baseline")
     validate_results(candidate, source="candidate")
     result: dict[str, Any] = {
@@ -801,6 +819,8 @@ def compare(
         "metrics": [],
         "level_figures": [],
         "regressions": [],
+        "undecided": [],
+        "requests_needed": None,
     }
     levels_b = {level["concurrency"]: level for level in baseline["levels"]}
     levels_c = {level["concurrency"]: level for level in candidate["levels"]}
@@ -835,8 +855,101 @@ def compare(
     for key, label in (("profile_hash", "profile hash"), ("image_ids", "image IDs")):
         if result["baseline"][key] != result["candidate"][key]:
             result["notes"].append(f"the {label} differ (expected when comparing two configurations)")
-    result["verdict"] = REGRESSION if result["regressions"] else PASS
+    whole_b, whole_c = summarize(baseline, slos), summarize(candidate, slos)
+    result["regressions"] += _capacity_regressions(whole_b["capacity"], whole_c["capacity"], common)
+    result["regressions"] += _seed_regressions(whole_b.get("seed_000") or [], whole_c.get("seed_000") or [], threshold)
+    undecided = [row for row in result["metrics"] if not row["decided"]]
+    result["undecided"] = [_undecided_line(row) for row in undecided]
+    needed = [row["requests_needed"] for row in undecided if row["requests_needed"] is not None]
+    result["requests_needed"] = max(needed) if needed else None
+    if result["regressions"]:
+        result["verdict"] = REGRESSION
+    elif undecided:
+        result["verdict"] = INCONCLUSIVE
+    else:
+        result["verdict"] = PASS
     return _rounded(result)
+
+
+def _capacity_regressions(
+    base: Mapping[str, Any] | None, new: Mapping[str, Any] | None, common: Sequence[int]
+) -> list[dict[str, Any]]:
+    """A level whose SLOs the baseline met and the candidate does not, and a lower Max C over the levels both
+    runs tested: regressions whatever the t-tests say."""
+    if not base or not new:
+        return []
+    rows_b = {row["concurrency"]: row for row in base["levels"] if row["concurrency"] in common}
+    rows_c = {row["concurrency"]: row for row in new["levels"] if row["concurrency"] in common}
+    found = []
+    for concurrency in common:
+        if rows_b[concurrency]["passed"] and not rows_c[concurrency]["passed"]:
+            found.append(
+                {
+                    "concurrency": concurrency,
+                    "metric": "slo",
+                    "change": None,
+                    "p": None,
+                    "message": f"C={concurrency} fails its SLOs ({'; '.join(rows_c[concurrency]['reasons'])}), "
+                    "which the baseline met",
+                }
+            )
+    max_b = _verdict([rows_b[c] for c in common])["max_c"]
+    max_c = _verdict([rows_c[c] for c in common])["max_c"]
+    if max_b is not None and (max_c is None or max_c < max_b):
+        found.append(
+            {
+                "concurrency": None,
+                "metric": "max_c",
+                "change": None,
+                "p": None,
+                "message": f"Max C fell from {max_b} to {'none' if max_c is None else max_c} "
+                f"(over C={', '.join(map(str, common))})",
+            }
+        )
+    return found
+
+
+def _seed_regressions(
+    base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], threshold: float
+) -> list[dict[str, Any]]:
+    """A guarded seed figure (:data:`GUARDED_SEED_FIGURES`) that drops by more than ``threshold``, or that the
+    baseline measured and the candidate did not: a regression whatever a test says (they are one figure per run)."""
+    rows_c = {row["figure"]: row for row in new}
+    found = []
+    for row_b in base:
+        if row_b["figure"] not in GUARDED_SEED_FIGURES or row_b["value"] is None:
+            continue
+        row_c = rows_c.get(row_b["figure"]) or {"value": None, "note": "not in the candidate's run"}
+        change = _relative(row_b["value"], row_c["value"])
+        if row_c["value"] is None:
+            message = f"{row_b['label']}: {_short(row_b['value'])} {row_b['unit']} in the baseline, {row_c['note']}"
+        elif change is not None and change < -threshold:
+            message = (
+                f"{row_b['label']}: {_short(row_b['value'])} -> {_short(row_c['value'])} {row_b['unit']} "
+                f"({change * 100:+.1f} %, more than the {threshold * 100:g} % threshold)"
+            )
+        else:
+            continue
+        found.append({"concurrency": None, "metric": row_b["figure"], "change": change, "p": None, "message": message})
+    return found
+
+
+def _undecided_line(row: Mapping[str, Any]) -> dict[str, Any]:
+    label, _unit, _better = METRICS[row["metric"]]
+    worst = row["worst_change"]
+    bound = "no bound (fewer than 2 requests on a side)" if worst is None else f"could be {worst * 100:+.1f} % worse"
+    needed = row["requests_needed"]
+    return {
+        "concurrency": row["concurrency"],
+        "metric": row["metric"],
+        "requests_needed": needed,
+        "message": f"{label} at C={row['concurrency']}: {bound} at the {(1 - row['alpha']) * 100:g} % bound; "
+        + (
+            f"about {needed} requests per level on each run would decide"
+            if needed is not None
+            else "its change alone reaches the threshold, so more requests of the same would not show it is within"
+        ),
+    }
 
 
 def _run_identity(results: Mapping[str, Any]) -> dict[str, Any]:
@@ -893,6 +1006,8 @@ def _compare_metric(
     test = welch(base, new)
     significant = test["p"] is not None and test["p"] < alpha
     beyond = change is None or abs(change) > threshold
+    regression = bool(significant and worse and beyond and mean_b is not None and mean_c is not None)
+    worst, needed = _worst_case(better, base, new, threshold, alpha, test["df"])
     return {
         "concurrency": concurrency,
         "metric": metric,
@@ -905,9 +1020,37 @@ def _compare_metric(
         "df": test["df"],
         "p": test["p"],
         "significant": significant,
-        "regression": bool(significant and worse and beyond and mean_b is not None and mean_c is not None),
+        "regression": regression,
+        "alpha": alpha,
+        "worst_change": worst,
+        "decided": regression or (worst is not None and worst <= threshold),
+        "requests_needed": None if regression or (worst is not None and worst <= threshold) else needed,
         "note": test["note"],
     }
+
+
+def _worst_case(
+    better: str, base: list[float], new: list[float], threshold: float, alpha: float, df: float | None
+) -> tuple[float | None, int | None]:
+    """How much worse than the baseline the candidate could be, relative to the baseline's mean: the one-sided
+    ``1 - alpha`` upper confidence bound of the worsening (Welch's standard error and df); and the requests per
+    level on each run that would bring that bound within ``threshold`` at the same spread and change (None when the
+    change alone reaches the threshold). (None, None) with fewer than 2 values on a side or a zero baseline."""
+    if len(base) < 2 or len(new) < 2:
+        return None, None
+    mean_b, mean_c = math.fsum(base) / len(base), math.fsum(new) / len(new)
+    if mean_b == 0:
+        return None, None
+    worsening = (mean_c - mean_b) if better == LOWER else (mean_b - mean_c)
+    var_b, var_c = variance(base) or 0.0, variance(new) or 0.0
+    error = math.sqrt(var_b / len(base) + var_c / len(new))
+    quantile = t_quantile(alpha, df) if df else statistics.NormalDist().inv_cdf(1 - alpha)
+    worst = (worsening + quantile * error) / abs(mean_b)
+    room = threshold * abs(mean_b) - worsening
+    if room <= 0:
+        return finite(worst), None
+    z = statistics.NormalDist().inv_cdf(1 - alpha)
+    return finite(worst), max(2, math.ceil((z * math.sqrt(var_b + var_c) / room) ** 2))
 
 
 def _change_row(concurrency: int, figure: str, better: str, base: float | None, new: float | None) -> dict[str, Any]:

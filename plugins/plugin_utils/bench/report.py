@@ -404,17 +404,32 @@ def render_comparison_markdown(comparison: Mapping[str, Any]) -> str:
         lines += ["The runs cannot be compared:", ""] + [f"- {reason}" for reason in comparison["reasons"]] + [""]
     elif comparison["regressions"]:
         lines += ["Regressions:", ""] + [f"- {line['message']}" for line in comparison["regressions"]] + [""]
+    elif comparison.get("undecided"):
+        needed = comparison.get("requests_needed")
+        lines += (
+            ["Inconclusive: the runs are too short to tell a change of the threshold's size from noise:", ""]
+            + [f"- {line['message']}" for line in comparison["undecided"]]
+            + ["", f"About {needed} requests per level on each run would decide." if needed else "", ""]
+        )
     else:
-        lines += ["No regression: no metric is significantly worse by more than the threshold.", ""]
+        lines += [
+            "Pass: no metric is worse by more than the threshold at the confidence bound, no level or Max C is lost, "
+            "no seed figure dropped.",
+            "",
+        ]
     lines += [
         f"Threshold {comparison['threshold'] * 100:g} %, alpha {comparison['alpha']:g}: a regression is a change "
-        "that is worse, larger than the threshold and significant (Welch's two-sided t-test, p < alpha).",
+        "that is worse, larger than the threshold and significant (Welch's two-sided t-test, p < alpha), a level "
+        "whose SLOs the baseline met and the candidate does not, a lower Max C, or a seed figure (single-stream "
+        "tok/s, a burst's aggregate) that drops by more than the threshold. A pass needs every metric's one-sided "
+        f"{(1 - comparison['alpha']) * 100:g} % bound of its worsening within the threshold; otherwise the "
+        "verdict is inconclusive, and it promotes nothing.",
         "",
     ]
     if comparison["metrics"]:
         lines += ["## Per-request metrics", ""]
         header = ["C", "metric", "baseline mean", "candidate mean", "change", "worse", "t", "df", "p", "significant"]
-        header.append("regression")
+        header += ["regression", "worst case", "decided"]
         table = []
         for row in comparison["metrics"]:
             label, unit, _better = METRICS[row["metric"]]
@@ -431,6 +446,8 @@ def render_comparison_markdown(comparison: Mapping[str, Any]) -> str:
                     _p(row["p"]),
                     _fmt(row["significant"]),
                     "**yes**" if row["regression"] else "no",
+                    _pct(row.get("worst_change")),
+                    _fmt(row.get("decided")),
                 ]
             )
         lines += _table(header, table, right=[True, False, *([True] * (len(header) - 2))]) + [""]

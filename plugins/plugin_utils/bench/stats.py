@@ -163,3 +163,20 @@ def welch(baseline: Sequence[float], candidate: Sequence[float]) -> dict[str, An
     df = spread**2 / denominator if denominator > 0 else float(len(baseline) + len(candidate) - 2)
     result.update(t=finite(t), df=finite(df), p=finite(t_two_sided_p(t, df)))
     return result
+
+
+def t_quantile(alpha: float, df: float) -> float:
+    """The one-sided ``1 - alpha`` quantile of Student's t with ``df`` degrees of freedom: the ``t`` whose
+    two-sided p is ``2 * alpha`` (:func:`t_two_sided_p`, inverted by bisection to 1e-9)."""
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be between 0 and 0.5, not {alpha!r}")
+    low, high = 0.0, 1.0
+    while t_two_sided_p(high, df) > 2 * alpha:
+        high *= 2
+    while high - low > 1e-9:
+        middle = (low + high) / 2
+        if t_two_sided_p(middle, df) > 2 * alpha:
+            low = middle
+        else:
+            high = middle
+    return high

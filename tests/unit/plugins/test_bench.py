@@ -522,12 +522,24 @@ def test_faster_candidate_is_not_a_regression() -> None:
     assert all(row["change"] > 0.05 and not row["worse"] for row in rows(comparison, "tps_user"))
 
 
-def test_noise_without_significance_is_not_a_regression() -> None:
-    levels_b = {1: noisy(1, 4, 0.2, 0.025, 0.5, seed=1)}
-    levels_c = {1: noisy(1, 4, 0.2, 0.0265, 0.5, seed=2)}
+def test_noise_without_significance_is_not_a_regression_nor_a_pass() -> None:
+    """Four noisy requests a side cannot tell a 3 % change from noise: the verdict is inconclusive, never a pass,
+    and it says how many requests would decide; that many at the same spread decide it."""
+    levels_b = {1: noisy(1, 4, 0.2, 0.025, 0.2, seed=1)}
+    levels_c = {1: noisy(1, 4, 0.2, 0.0252, 0.2, seed=2)}
     comparison = compare(document(levels_b), document(levels_c))
     tpot = rows(comparison, "tpot_ms")[0]
-    assert not tpot["significant"] and comparison["verdict"] == "pass"
+    assert not tpot["significant"] and not tpot["regression"] and not tpot["decided"]
+    assert comparison["verdict"] == "inconclusive" and comparison["regressions"] == []
+    assert tpot["worst_change"] > 0.03 and comparison["requests_needed"] > 4
+    assert any("requests per level on each run would decide" in u["message"] for u in comparison["undecided"])
+    assert "Inconclusive" in render_comparison_markdown(comparison)
+    needed = comparison["requests_needed"]
+    levels_b = {1: noisy(1, 3 * needed, 0.2, 0.025, 0.2, seed=3)}
+    levels_c = {1: noisy(1, 3 * needed, 0.2, 0.025, 0.2, seed=4)}
+    decided = compare(document(levels_b), document(levels_c))
+    assert decided["verdict"] == "pass", decided["undecided"] + decided["regressions"]
+    assert all(row["decided"] and row["worst_change"] <= 0.03 for row in decided["metrics"])
 
 
 @pytest.mark.parametrize(
@@ -566,10 +578,15 @@ def test_compare_edge_cases_never_nan() -> None:
     apart = compare(document(steady({1: 0.025})), document(steady({1: 0.03})))
     tpot = rows(apart, "tpot_ms")[0]
     assert tpot["p"] == 0.0 and tpot["regression"] and apart["verdict"] == "regression"
-    # One request per side: no test, no regression.
+    # One request per side: no test, no regression, nothing decided; the single-stream seed figure halves, though,
+    # and that alone is a regression
     single = compare(document({1: [request(0)]}), document({1: [request(0, gap=0.05)]}))
-    assert all(row["p"] is None and not row["regression"] for row in single["metrics"])
-    assert single["verdict"] == "pass"
+    assert all(row["p"] is None and not row["regression"] and not row["decided"] for row in single["metrics"])
+    assert [line["metric"] for line in single["regressions"]] == ["single_stream_tps"]
+    assert single["verdict"] == "regression"
+    # the same request on both sides: nothing worse, but one request cannot bound anything
+    one = compare(document({1: [request(0)]}), document({1: [request(0)]}))
+    assert one["verdict"] == "inconclusive" and one["requests_needed"] is None
     # Every request failed on one side: no means.
     levels = {1: [failed(0), failed(1)]}
     empty = compare(document(steady({1: 0.025})), document(levels))
@@ -580,13 +597,19 @@ def test_compare_edge_cases_never_nan() -> None:
         render_comparison_markdown(comparison)
 
 
-def test_errors_are_a_level_figure_not_a_verdict() -> None:
+def test_a_failed_request_fails_a_level_the_baseline_passed() -> None:
+    """Errors are a level figure with no test, but a failed request fails the level's SLOs (the capacity rule):
+    a level the baseline passed and the candidate fails is a regression, and Max C falls with it."""
     levels_c = steady({1: 0.025})
     levels_c[1].append(failed(50, t_send=80.0))
     comparison = compare(document(steady({1: 0.025})), document(levels_c))
     errors = next(row for row in comparison["level_figures"] if row["figure"] == "errors")
     assert (errors["baseline"], errors["candidate"], errors["worse"], errors["test"]) == (0, 1, True, None)
-    assert comparison["verdict"] == "pass"
+    assert comparison["verdict"] == "regression"
+    assert [line["message"] for line in comparison["regressions"]] == [
+        "C=1 fails its SLOs (1 failed request(s)), which the baseline met",
+        "Max C fell from 1 to none (over C=1)",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -765,3 +788,73 @@ def test_filter_documentation(name: str) -> None:
     assert doc["DOCUMENTATION"]["name"] == name and name in FILTERS
     assert set(doc) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
     assert "_input" in doc["DOCUMENTATION"]["options"] and "_value" in doc["RETURN"]
+
+
+# ---------------------------------------------------------------- a verdict that cannot pass a worse candidate
+def burst(size: int, span: float) -> dict[str, Any]:
+    """``size`` requests sent at once, the last one ending ``span`` seconds after the first send."""
+    return {"size": size, "requests": [request(i, ttft=0.2, gap=(span - 0.2) / 127) for i in range(size)]}
+
+
+def with_bursts(doc: dict[str, Any], *bursts: dict[str, Any]) -> dict[str, Any]:
+    return {**doc, "bursts": list(bursts)}
+
+
+def test_the_same_run_passes_silently() -> None:
+    levels = steady({1: 0.025, 2: 0.025, 4: 0.025})
+    comparison = compare(with_bursts(document(levels), burst(4, 3.4)), with_bursts(document(levels), burst(4, 3.4)))
+    assert comparison["verdict"] == "pass"
+    assert comparison["regressions"] == [] and comparison["undecided"] == []
+    assert comparison["requests_needed"] is None
+    faster = compare(document(levels), document(steady({1: 0.02, 2: 0.02, 4: 0.02})))
+    assert faster["verdict"] == "pass" and faster["regressions"] == []
+
+
+def test_a_lost_level_and_a_lower_max_c_are_regressions_whatever_the_tests_say() -> None:
+    """docs/releases.md's case: max_num_seqs 4 -> 3, the C=4 level's TTFT p90 from under 1 s to 4 s on a few of its
+    requests, p well above alpha; the level lost and Max C 4 -> 2 decide it."""
+    base = steady({1: 0.025, 2: 0.025, 4: 0.025}, count=12, ttft=0.5)
+    cand = steady({1: 0.025, 2: 0.025}, count=12, ttft=0.5)
+    cand[4] = [request(i, t_send=(i // 4) * 10.0, ttft=4.0 if i % 6 == 0 else 0.5) for i in range(12)]
+    comparison = compare(document(base), document(cand))
+    ttft = next(row for row in rows(comparison, "ttft_ms") if row["concurrency"] == 4)
+    assert not ttft["regression"] and ttft["p"] > 0.05  # the t-test alone would pass it
+    assert comparison["verdict"] == "regression"
+    messages = [line["message"] for line in comparison["regressions"]]
+    assert messages[0] == "C=4 fails its SLOs (TTFT p90 <= 1000 ms: 3650), which the baseline met"
+    assert messages[1] == "Max C fell from 4 to 2 (over C=1, 2, 4)"
+    # the candidate meeting the same SLOs at C=4: neither rule speaks
+    again = compare(document(base), document(steady({1: 0.025, 2: 0.025, 4: 0.025}, count=12, ttft=0.5)))
+    assert not [line for line in again["regressions"] if line["metric"] in ("slo", "max_c")]
+
+
+@pytest.mark.parametrize(
+    ("span", "regressed"),
+    [(3.4, False), (3.5, False), (3.55, True), (5.0, True)],  # 4 x 128 tokens: 150.6 -> 146.3 (-2.9 %), 144.2 (-4.2 %)
+)
+def test_a_burst_aggregate_that_drops_past_the_threshold_is_a_regression(span: float, regressed: bool) -> None:
+    levels = steady({1: 0.025})
+    comparison = compare(with_bursts(document(levels), burst(4, 3.4)), with_bursts(document(levels), burst(4, span)))
+    found = [line for line in comparison["regressions"] if line["metric"] == "burst_4_tps"]
+    assert bool(found) == regressed, comparison["regressions"]
+    if regressed:
+        assert "more than the 3 % threshold" in found[0]["message"]
+    assert (comparison["verdict"] == "regression") == regressed
+
+
+def test_a_burst_the_candidate_could_not_measure_is_a_regression() -> None:
+    levels = steady({1: 0.025})
+    broken = {"size": 4, "requests": [request(0), request(1), request(2), failed(3)]}
+    comparison = compare(with_bursts(document(levels), burst(4, 3.4)), with_bursts(document(levels), broken))
+    [line] = [line for line in comparison["regressions"] if line["metric"] == "burst_4_tps"]
+    assert "not measured: 1 of the 4 requests failed" in line["message"]
+
+
+def test_the_one_sided_t_quantile() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.stats import t_quantile
+
+    assert t_quantile(0.05, 10) == pytest.approx(1.8125, abs=1e-4)
+    assert t_quantile(0.025, 5) == pytest.approx(2.5706, abs=1e-4)
+    assert t_quantile(0.05, 1e6) == pytest.approx(1.6449, abs=1e-3)
+    with pytest.raises(ValueError, match="alpha must be between 0 and 0.5"):
+        t_quantile(0.5, 10)

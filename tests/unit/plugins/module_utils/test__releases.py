@@ -58,6 +58,18 @@ def test_written_as_0600_in_0700_and_read_back(tmp_path: Path) -> None:
     assert problems and "notes.json" in problems[0] and "lacks" in problems[0]
 
 
+def test_promoting_one_of_two_candidates_retires_the_promoted_release_and_the_other_candidate() -> None:
+    """One promoted release and two candidates (issue 27: a mutant that kept the other candidates survived every
+    release test): the promoted one and the other candidate are retired, a retired one is left alone."""
+    old, one, two, three = record(1, "retired"), record(2, "promoted", "2026-12-02T11:00:00Z"), record(3), record(4)
+    changed = _releases.promote([old, one, two, three], three["id"], "2026-12-05T11:00:00Z", "op", "passed")
+    states = {r["id"]: r["state"] for r in changed}
+    assert states == {one["id"]: "retired", two["id"]: "retired", three["id"]: "promoted"}
+    assert old["id"] not in states
+    assert [r["history"][-1]["detail"] for r in changed if r["state"] == "retired"] == [f"{three['id']} promoted"] * 2
+    assert _releases.promote(changed, three["id"], "2026-12-05T12:00:00Z", "op") == []  # nothing left to change
+
+
 def test_promotion_retires_the_others_and_the_previous_is_the_one_before() -> None:
     one = record(1, "promoted", "2026-12-01T11:00:00Z")
     two = record(2)
