@@ -439,7 +439,7 @@ node:
           connections refused; C(clock_skew), a peer's trip refused for its date),
           C(state_path), C(trip_path) and C(tripped) - null, or C(time) (epoch seconds), C(time_utc), C(reason),
           C(from_peer) (the peer whose trip stopped this rank), C(stop) (what the stop did), C(stop_all) (a local
-          trip's message to the peers: C(done), C(ok), C(acknowledged), C(not_acknowledged) with each peer's
+          trip's message to the peers, with C(done), C(ok), C(acknowledged), C(not_acknowledged) with each peer's
           C(host), C(error) and C(tries); null for a peer's trip) and C(samples) (the
           samples recorded with the trip, each C(t), C(mem_available), C(psi_full_avg10), C(low), from the state,
           the trip file, or the decision log and its rotated C(.1); null when not found).
