@@ -40,10 +40,15 @@ change: race-free.
 
 With peers configured, a trip is sent to the other ranks' guards over TCP (HMAC-signed with a shared
 key, dated, with a nonce) and each of them stops its own rank too, since survivors would hang in NCCL.
-The listener binds only the address the configuration names (never a wildcard) and talks only to the
-planned peers' addresses. A replayed message is refused; a signed message dated outside the allowed
-clock skew is refused and reported (a record, and in the state file). Rejections are rate-limited and
-carry no samples.
+Each peer acknowledges a trip it takes (a signed ``peer-ack`` bound to the message's nonce) before it acts;
+the guard that tripped tries each peer again, with a fresh message, until it acknowledges or a deadline
+passes, from its own selector (its samples go on), and the trip keeps which peers did not (``stop_all``).
+The listener binds only the address the configuration names (never a wildcard, in any spelling) and talks
+only to the planned peers' addresses, with a few connection slots per peer's address, so that one peer
+cannot take another's. Every field of a message is checked and bounded before use: a malformed message
+is refused, never raised. A replayed message is refused; a signed message dated outside the allowed
+clock skew is refused and reported (a record, and in the state file). Rejections and clock-skew records
+are rate-limited and carry no samples.
 
 Every decision is one JSON line in the decision log (rotated by size), with the samples that led to it;
 the state (phase, last sample, trips, health) is rewritten atomically in the state file on every sample.
