@@ -162,6 +162,8 @@ def memguard_facts(
             "reason": tripped.get("reason"),
             "from_peer": tripped.get("from_peer"),
             "stop": tripped.get("stop"),
+            # a local trip's stop-all: which peers acknowledged it (None for a peer's trip, or an older guard)
+            "stop_all": tripped.get("stop_all") if isinstance(tripped.get("stop_all"), dict) else None,
             "samples": samples,
         }
     return facts

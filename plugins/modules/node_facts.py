@@ -438,7 +438,9 @@ node:
           C(peers) (C(listening) and C(listen_error) of its peer listener, null with none; C(rejections), the
           connections refused; C(clock_skew), a peer's trip refused for its date),
           C(state_path), C(trip_path) and C(tripped) - null, or C(time) (epoch seconds), C(time_utc), C(reason),
-          C(from_peer) (the peer whose trip stopped this rank), C(stop) (what the stop did) and C(samples) (the
+          C(from_peer) (the peer whose trip stopped this rank), C(stop) (what the stop did), C(stop_all) (a local
+          trip's message to the peers, with C(done), C(ok), C(acknowledged), C(not_acknowledged) with each peer's
+          C(host), C(error) and C(tries); null for a peer's trip) and C(samples) (the
           samples recorded with the trip, each C(t), C(mem_available), C(psi_full_avg10), C(low), from the state,
           the trip file, or the decision log and its rotated C(.1); null when not found).
       returned: when asked for
@@ -453,6 +455,7 @@ node:
           time_utc: "2026-12-01T06:30:03Z"
           reason: "MemAvailable under the steady floor 3.00 GiB (last 2.50 GiB) for 30.00 s (grace 30 s, phase steady)"
           from_peer: null
+          stop_all: {done: true, ok: true, acknowledged: [spark-w1, spark-w2], not_acknowledged: []}
           samples: [{t: 1796106601.5, mem_available: 2684354560, psi_full_avg10: null, low: true}]
     ports:
       description:

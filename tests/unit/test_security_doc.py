@@ -58,7 +58,14 @@ def test_its_guard_figures_are_the_daemons() -> None:
     guard = daemon()
     assert guard.PEER_MESSAGE_MAX == 4096 and "at most 4 KiB" in TEXT
     assert guard.PEER_DEADLINE_S == 2.0 and "4 KiB and 2 s" in TEXT
-    assert guard.MAX_CONNECTIONS == 16 and "at most 16 at once" in TEXT
+    assert guard.MAX_CONNECTIONS == 16 and "the control socket at most 16 at once" in TEXT
+    assert guard.PEER_SLOTS == 8 and "At most 8 connections at once from each planned peer's address" in TEXT
+    assert (guard.PEER_HOST_MAX, guard.PEER_REASON_MAX) == (
+        255,
+        1000,
+    ) and "at most 255 characters, the reason 1000" in TEXT
+    assert guard.PEER_TIME_MAX == 10.0**10 and "between 0 and 10^10 s" in TEXT
+    assert guard.STOP_ALL_DEADLINE_S == 30.0 and "30 s have passed" in TEXT
     assert (guard.REJECTIONS_BURST, guard.REJECTIONS_WINDOW_S) == (5, 60.0) and "at most 5 a minute" in TEXT
     assert guard.PEER_MAX_SKEW_S == 120.0 and "within 120 s" in TEXT and "more than 120 s" in TEXT
     assert (memguard_plan.KEY_LENGTH, memguard_plan.KEY_CHARS.isalnum()) == (40, True)

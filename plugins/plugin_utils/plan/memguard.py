@@ -24,6 +24,7 @@ import math
 import os
 import re
 import shlex
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -246,12 +247,22 @@ def _addresses(peers: Mapping[str, Any], network: str) -> dict[str, str | None]:
 
 
 def _is_wildcard(address: str) -> bool:
-    if address.strip("[] ") in ("", "*"):
+    """Every spelling of "every address" (the guard's own check is the same): empty, ``*``, ``0.0.0.0``, ``::``,
+    ``0:0:0:0:0:0:0:0``, IPv4-mapped ``::ffff:0.0.0.0`` or ``::ffff:0:0``, and the short forms the C library
+    reads as 0.0.0.0 (``0``, ``0.0``, ``0x0``)."""
+    bare = address.strip().strip("[]").split("%", 1)[0].strip()
+    if bare in ("", "*"):
         return True
     try:
-        return ipaddress.ip_address(address.strip("[]")).is_unspecified
+        parsed = ipaddress.ip_address(bare)
     except ValueError:
-        return False
+        try:
+            return socket.inet_aton(bare) == b"\0\0\0\0"
+        except (OSError, ValueError):
+            return False
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        return parsed.ipv4_mapped.is_unspecified
+    return parsed.is_unspecified
 
 
 # --------------------------------------------------------------------------- the files the role writes

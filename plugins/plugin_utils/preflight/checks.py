@@ -17,7 +17,8 @@ environment and the labels, secret-looking values as ``***``), ``image-present``
 boots never pull; found as docker_container finds it, by tag, by repository digest or by ID, so a profile that
 names the image by digest FAILs a node holding another build), ``image-id`` (the same image ID on every node),
 ``guard-tripped`` (the memory guard is not tripped and is up: a trip FAILs with its time, reason and samples
-unless the operator asked to clear it; a guard that is down - its state stale or its pid gone, or its unit
+unless the operator asked to clear it, and a trip whose stop-all some peer did not acknowledge FAILs even then,
+naming those peers; a guard that is down - its state stale or its pid gone, or its unit
 failed - FAILs with the unit's result and restarts and says to read ``journalctl`` and ``systemctl
 reset-failed`` it; a guard up whose health is not ok FAILs when its peer listener does not listen or a peer's
 trip was refused for clock skew, and WARNs for other problems, write errors included; a guard not installed
@@ -498,6 +499,9 @@ def _guard(host: str, node: Mapping[str, Any], clear_trip: bool) -> dict[str, st
         what = (
             f"the memory guard tripped at {_utc(tripped)}: {tripped.get('reason')}; {_samples(tripped.get('samples'))}"
         )
+        unacknowledged = _stop_all_missing(tripped.get("stop_all"))
+        if unacknowledged:
+            return _line("guard-tripped", host, FAIL, f"{what}; {unacknowledged}")
         if clear_trip:
             return _line("guard-tripped", host, WARN, f"{what}; it will be cleared (asked for)")
         return _line("guard-tripped", host, FAIL, f"{what}; {CLEAR_TRIP}")
@@ -524,6 +528,26 @@ def _guard(host: str, node: Mapping[str, Any], clear_trip: bool) -> dict[str, st
             f"({GUARD_UNIT} {unit.get('active_state') or 'unknown'}): the boot starts it",
         )
     return _guard_health(host, guard)
+
+
+def _stop_all_missing(stop_all: Any) -> str | None:
+    """What a trip's stop-all left undone: the peers that did not acknowledge it (their ranks may still run,
+    hung in NCCL), or None when every peer did (or the trip told no peer: a peer's trip, policy local). Asking
+    to clear the trip does not pass this: the operator checks those nodes first."""
+    if not isinstance(stop_all, Mapping) or (stop_all.get("done") is True and stop_all.get("ok") is True):
+        return None
+    missing = stop_all.get("not_acknowledged")
+    named = (
+        ", ".join(f"{m.get('host')} ({m.get('error')})" for m in missing if isinstance(m, Mapping))
+        if isinstance(missing, list)
+        else ""
+    )
+    when = "" if stop_all.get("done") is True else " (the guard stopped before its deadline)"
+    return (
+        f"its stop-all was not acknowledged by every peer{when}: {named or 'peers unknown'}; their ranks may "
+        "still run: stop them (playbooks/stop.yml), then clear this guard (the memguard role's clear entry point); "
+        "boot_clear_trip does not clear a trip whose stop-all was not acknowledged"
+    )
 
 
 def _overdue(line: dict[str, str], node: Mapping[str, Any], wait: Any) -> dict[str, str]:

@@ -40,10 +40,15 @@ change: race-free.
 
 With peers configured, a trip is sent to the other ranks' guards over TCP (HMAC-signed with a shared
 key, dated, with a nonce) and each of them stops its own rank too, since survivors would hang in NCCL.
-The listener binds only the address the configuration names (never a wildcard) and talks only to the
-planned peers' addresses. A replayed message is refused; a signed message dated outside the allowed
-clock skew is refused and reported (a record, and in the state file). Rejections are rate-limited and
-carry no samples.
+Each peer acknowledges a trip it takes (a signed ``peer-ack`` bound to the message's nonce) before it acts;
+the guard that tripped tries each peer again, with a fresh message, until it acknowledges or a deadline
+passes, from its own selector (its samples go on), and the trip keeps which peers did not (``stop_all``).
+The listener binds only the address the configuration names (never a wildcard, in any spelling) and talks
+only to the planned peers' addresses, with a few connection slots per peer's address, so that one peer
+cannot take another's. Every field of a message is checked and bounded before use: a malformed message
+is refused, never raised. A replayed message is refused; a signed message dated outside the allowed
+clock skew is refused and reported (a record, and in the state file). Rejections and clock-skew records
+are rate-limited and carry no samples.
 
 Every decision is one JSON line in the decision log (rotated by size), with the samples that led to it;
 the state (phase, last sample, trips, health) is rewritten atomically in the state file on every sample.
@@ -56,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import errno
 import hashlib
 import hmac
 import http.client
@@ -94,8 +100,26 @@ PEER_MESSAGE_MAX = 4096
 CONTROL_MESSAGE_MAX = 4096
 PEER_DEADLINE_S = 2.0
 CONTROL_DEADLINE_S = 5.0
-MAX_CONNECTIONS = 16
+MAX_CONNECTIONS = 16  # control connections open at once (local clients: root only)
+# Peer connections open at once, per planned peer's address: one peer (or a rank container on its node, which
+# runs with --network=host) cannot take another's. A new connection past it closes that address's oldest one.
+PEER_SLOTS = 8
+PEER_ACCEPTS_PER_WAKE = 64  # connections taken from the listener's queue per wake of the loop
+PEER_BACKLOG = 128
 PEER_REASON_MAX = 1000  # characters of a trip's reason sent to the peers
+PEER_HOST_MAX = 255  # characters of a sender's name
+# A message's date, in seconds since the epoch: anything outside is malformed, not a clock skew (10**400
+# ended the guard with an OverflowError before it was bounded).
+PEER_TIME_MAX = 10.0**10
+PEER_FIELDS = {
+    "peer-trip": {"type", "from", "reason", "time", "nonce"},
+    "peer-ack": {"type", "from", "to", "ack", "time", "outcome"},
+}
+NONCE = re.compile(r"[0-9a-f]{16,64}")
+# A stop-all: each peer is tried (connect, send, its signed acknowledgement) within PEER_DEADLINE_S, again
+# STOP_ALL_RETRY_S after a failed try, until it acknowledges or STOP_ALL_DEADLINE_S have passed.
+STOP_ALL_RETRY_S = 0.25
+STOP_ALL_DEADLINE_S = 30.0
 PEER_MAX_SKEW_S = 120.0  # a peer's message dated further than this from our clock is refused (and reported)
 NONCES_KEPT = 4096  # the nonces of the signed messages seen in the last PEER_MAX_SKEW_S, at most
 PEER_BIND_RETRY_S = 10.0  # a listener that could not bind (the address not up yet) tries again this often
@@ -219,13 +243,25 @@ def _is_port(value: Any) -> bool:
 
 
 def _is_wildcard(address: str) -> bool:
-    """Whether ``address`` would listen on every address of the node (empty, ``*``, 0.0.0.0, ::)."""
-    if address.strip() in WILDCARDS:
+    """Whether ``address`` would listen on every address of the node, in any spelling: empty, ``*``,
+    ``0.0.0.0``, ``::``, ``0:0:0:0:0:0:0:0``, IPv4-mapped ``::ffff:0.0.0.0`` or ``::ffff:0:0``, and the short
+    forms the C library reads as 0.0.0.0 (``0``, ``0.0``, ``0x0``, ``000``)."""
+    text = address.strip()
+    if text in WILDCARDS:
+        return True
+    bare = text.strip("[]").split("%", 1)[0]
+    if not bare or bare == "*":
         return True
     try:
-        return ipaddress.ip_address(address.strip("[]")).is_unspecified
+        parsed = ipaddress.ip_address(bare)
     except ValueError:
-        return False  # a name: resolved when the listener binds, and refused there if it is a wildcard
+        try:  # what getaddrinfo would make of it: inet_aton takes 0, 0.0, 0x0, 000...
+            return socket.inet_aton(bare) == b"\0\0\0\0"
+        except (OSError, ValueError):
+            return False  # a name: resolved when the listener binds, and refused there if it is a wildcard
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        return parsed.ipv4_mapped.is_unspecified
+    return parsed.is_unspecified
 
 
 def _ip(address: str) -> str:
@@ -437,19 +473,15 @@ def peer_message(key: str, host: str, reason: str, now: float, nonce: str | None
     return (json.dumps({**body, "mac": sign(key, body)}) + "\n").encode()
 
 
-def check_peer_message(
-    key: str,
-    raw: bytes,
-    now: float,
-    max_age_s: float = PEER_MAX_SKEW_S,
-    seen: dict[str, float] | None = None,
-) -> dict[str, Any]:
-    """The message's body when it is a fresh peer-trip signed with ``key``; raises ValueError otherwise
-    (:class:`ClockSkew` for a signed message dated more than ``max_age_s`` from ``now``).
+def peer_ack(key: str, host: str, to: str, nonce: str, now: float, outcome: str) -> bytes:
+    """A signed ``peer-ack`` line: ``host`` took ``to``'s trip with ``nonce`` (``outcome``: what it does)."""
+    body = {"type": "peer-ack", "from": host, "to": to, "ack": nonce, "time": now, "outcome": outcome}
+    return (json.dumps({**body, "mac": sign(key, body)}) + "\n").encode()
 
-    ``seen`` maps the nonces already taken to when they can be forgotten (their date plus ``max_age_s``:
-    older messages are refused for their date anyway); a nonce in it is a replay. A message taken adds
-    its nonce."""
+
+def _signed(key: str, raw: bytes, kind: str) -> dict[str, Any]:
+    """The body of a message of type ``kind`` signed with ``key``, every field present, of its type and
+    bounded; ValueError otherwise, whatever the bytes are (never another exception)."""
     try:
         message = json.loads(raw.decode())
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -459,22 +491,53 @@ def check_peer_message(
     mac = message.pop("mac", "")
     try:
         expected = sign(key, message)
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError, RecursionError, OverflowError):
         raise ValueError("not a message that can be signed") from None
     if not isinstance(mac, str) or not hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode()):
         raise ValueError("bad signature")
-    if message.get("type") != "peer-trip":
-        raise ValueError(f"unknown type {message.get('type')!r}")
-    nonce = message.get("nonce")
-    if not isinstance(nonce, str) or not re.fullmatch(r"[0-9a-f]{16,64}", nonce):
+    if message.get("type") != kind:
+        raise ValueError(f"unknown type {str(message.get('type'))[:40]!r}")
+    if "nonce" in PEER_FIELDS[kind] and "nonce" not in message:
         raise ValueError("no nonce (a guard of an older version?)")
-    if not isinstance(message.get("from"), str) or not isinstance(message.get("reason"), str):
-        raise ValueError("no sender or no reason")
-    sent = message.get("time")
-    if isinstance(sent, bool) or not isinstance(sent, (int, float)) or not math.isfinite(sent):
-        raise ValueError("stale or undated")
-    if abs(now - sent) > max_age_s:
-        raise ClockSkew(message, now - sent, max_age_s)
+    if set(message) != PEER_FIELDS[kind]:
+        raise ValueError(f"malformed {kind}: fields {sorted(message)[:10]}, expected {sorted(PEER_FIELDS[kind])}")
+    for name, value in message.items():
+        if name == "time":
+            continue
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"malformed {kind}: {name} is not a string")
+        if len(value) > (PEER_REASON_MAX if name in ("reason", "outcome") else PEER_HOST_MAX):
+            raise ValueError(f"malformed {kind}: {name} is too long")
+    sent = message["time"]
+    # bounded before any arithmetic: an int of 400 digits overflows a float
+    if isinstance(sent, bool) or not isinstance(sent, (int, float)) or not 0 <= sent <= PEER_TIME_MAX:
+        raise ValueError(f"malformed {kind}: its date is not a number of seconds since the epoch")
+    message["time"] = float(sent)  # nan fails the comparison above, inf is over the bound
+    return message
+
+
+def check_peer_message(
+    key: str,
+    raw: bytes,
+    now: float,
+    max_age_s: float = PEER_MAX_SKEW_S,
+    seen: dict[str, float] | None = None,
+    senders: set[str] | None = None,
+) -> dict[str, Any]:
+    """The message's body when it is a fresh peer-trip signed with ``key`` (by one of ``senders``, the hosts
+    of the address it came from, when given); raises ValueError otherwise (:class:`ClockSkew` for a signed
+    message dated more than ``max_age_s`` from ``now``), whatever ``raw`` holds.
+
+    ``seen`` maps the nonces already taken to when they can be forgotten; a nonce in it is a replay. A
+    message taken adds its nonce, and so does one refused for its date (until ``max_age_s`` from ``now``),
+    so that the same stale message replayed is a replay, not a new clock skew. The checks go from the
+    cheapest and least trusting on: signature and shape, sender, replay, date."""
+    message = _signed(key, raw, "peer-trip")
+    if not NONCE.fullmatch(message["nonce"]):
+        raise ValueError("no nonce (a guard of an older version?)")
+    if senders is not None and message["from"] not in senders:
+        raise ValueError(f"signed as {message['from'][:40]!r}, but sent from the address of {sorted(senders)}")
+    nonce, sent = message["nonce"], message["time"]
     if seen is not None:
         for old in [n for n, until in seen.items() if until < now]:
             del seen[old]
@@ -482,32 +545,22 @@ def check_peer_message(
             raise ValueError(f"replayed (nonce {nonce[:8]}… already taken)")
         while len(seen) >= NONCES_KEPT:
             del seen[min(seen, key=seen.__getitem__)]
+    if abs(now - sent) > max_age_s:
+        if seen is not None:
+            seen[nonce] = now + max_age_s
+        raise ClockSkew(message, now - sent, max_age_s)
+    if seen is not None:
         seen[nonce] = sent + max_age_s
     return message
 
 
-def send_to_peers(
-    peers: list[dict[str, Any]], data: bytes, timeout: float = 1.0, source: str | None = None
-) -> list[dict[str, Any]]:
-    """Send ``data`` to every peer (two tries each); from ``source`` when given (the address the peers
-    accept us from, so that routing cannot pick another)."""
-    results = []
-    for peer in peers:
-        outcome: dict[str, Any] = {"host": peer.get("host"), "ok": False}
-        for _attempt in range(2):
-            try:
-                address = (peer["address"], int(peer["port"]))
-                with socket.create_connection(
-                    address, timeout=timeout, source_address=(source, 0) if source else None
-                ) as sock:
-                    sock.sendall(data)
-                outcome["ok"] = True
-                outcome.pop("error", None)
-                break
-            except OSError as error:
-                outcome["error"] = str(error)
-        results.append(outcome)
-    return results
+def check_peer_ack(key: str, raw: bytes, host: str, to: str, nonce: str) -> dict[str, Any]:
+    """The acknowledgement's body when ``host`` signed it for ``to``'s message with ``nonce``; ValueError
+    otherwise. Bound to the nonce of that one try: it cannot be replayed for another."""
+    ack = _signed(key, raw, "peer-ack")
+    if (ack["from"], ack["to"], ack["ack"]) != (host, to, nonce):
+        raise ValueError("an acknowledgement of another message or from another host")
+    return ack
 
 
 # ----------------------------------------------------------------------------- the guard
@@ -797,6 +850,57 @@ class _Connection:
         self.data = bytearray()
 
 
+class _Try:
+    """One try of a stop-all at one peer: a non-blocking connection, what is left to send, what came back."""
+
+    def __init__(self, host: str, sock: socket.socket, nonce: str, data: bytes, deadline: float) -> None:
+        self.host = host
+        self.sock = sock
+        self.nonce = nonce
+        self.data = data
+        self.deadline = deadline
+        self.received = bytearray()
+
+
+class StopAll:
+    """A trip told to every peer: each is tried until it acknowledges (a signed ``peer-ack`` bound to the try's
+    nonce) or the deadline passes. It never blocks the loop: the tries are sockets in the daemon's selector,
+    so the guard samples, and takes its peers' own trips, while it waits for their answers."""
+
+    def __init__(self, reason: str, targets: dict[str, tuple[int, str, int] | None], now: float) -> None:
+        self.reason = reason
+        self.started = now
+        self.deadline = now + STOP_ALL_DEADLINE_S
+        self.targets = targets  # host -> (family, IP, port); None: it did not resolve
+        self.pending = set(targets)
+        self.acknowledged: dict[str, float] = {}  # host -> seconds after the trip
+        self.errors: dict[str, str] = dict.fromkeys(targets, "not tried yet")
+        self.tries: dict[str, int] = dict.fromkeys(targets, 0)
+        self.next_try: dict[str, float] = dict.fromkeys(targets, now)
+        self.open: dict[str, _Try] = {}
+        self.trip: dict[str, Any] | None = None  # the trip it tells (its record gets the outcome)
+
+    def wake(self) -> float:
+        return min(
+            [
+                self.deadline,
+                *(t.deadline for t in self.open.values()),
+                *(self.next_try[h] for h in self.pending if h not in self.open),
+            ]
+        )
+
+    def outcome(self, done: bool) -> dict[str, Any]:
+        missing = sorted(self.pending)
+        return {
+            "done": done,
+            "ok": done and not missing,
+            "acknowledged": sorted(self.acknowledged),
+            "not_acknowledged": [{"host": h, "error": self.errors.get(h), "tries": self.tries[h]} for h in missing],
+            "seconds": {h: self.acknowledged[h] for h in sorted(self.acknowledged)},
+            "deadline_s": STOP_ALL_DEADLINE_S,
+        }
+
+
 class Daemon:
     def __init__(
         self, config: Config, clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic
@@ -843,6 +947,11 @@ class Daemon:
         self.rejections: dict[str, Any] = {"total": 0, "last": None}
         self.rejection_limit = RateLimit(REJECTIONS_BURST, REJECTIONS_WINDOW_S)
         self.clock_skew: dict[str, Any] | None = None
+        self.clock_skew_total = 0  # signed messages refused for their date, from planned peers' addresses
+        self.skew_limit = RateLimit(REJECTIONS_BURST, REJECTIONS_WINDOW_S)
+        self.errors_handling = 0  # messages that raised in their handling: refused, counted (never seen in tests)
+        self.stop_all: StopAll | None = None
+        self.targets: dict[str, tuple[int, str, int] | None] = {}  # a peer's host -> where its guard listens
         self._restore()
         self.running = True
         self.selector = selectors.DefaultSelector()
@@ -876,7 +985,9 @@ class Daemon:
         nonces = (state.get("peers") or {}).get("nonces") if isinstance(state.get("peers"), dict) else None
         if isinstance(nonces, dict):
             self.nonces = {
-                str(n): float(t) for n, t in nonces.items() if isinstance(t, (int, float)) and not isinstance(t, bool)
+                str(n): float(t)
+                for n, t in nonces.items()
+                if isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t <= PEER_TIME_MAX
             }
         phase = state.get("phase")
         if phase in PHASES and phase != "idle":
@@ -903,8 +1014,10 @@ class Daemon:
             found = resolve(str(peer["address"]))
             if not found:
                 self.unresolved.append(f"{peer.get('host')} ({peer['address']})")
+            host = str(peer.get("host") or peer["address"])
+            self.targets[host] = (found[0][0], found[0][1], int(peer["port"])) if found else None
             for _family, ip in found:
-                self.allowed.setdefault(_ip(ip), set()).add(str(peer.get("host") or peer["address"]))
+                self.allowed.setdefault(_ip(ip), set()).add(host)
         if self.config.peer_listen:
             address = str(self.config.peer_listen["address"])
             found = resolve(address)
@@ -927,7 +1040,7 @@ class Daemon:
         port = self.listen_state["port"]
         if self.listen_address is None:
             error = self.listen_state["error"]
-        elif ipaddress.ip_address(self.listen_address[1].split("%", 1)[0]).is_unspecified:
+        elif _is_wildcard(self.listen_address[1]):
             error = f"{self.listen_state['address']} is a wildcard: refused, the guard listens on one address only"
         else:
             family, ip = self.listen_address
@@ -935,7 +1048,7 @@ class Daemon:
             try:
                 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 server.bind((ip, port))
-                server.listen(16)
+                server.listen(PEER_BACKLOG)
                 server.setblocking(False)
             except OSError as bind_error:
                 server.close()
@@ -1005,8 +1118,136 @@ class Daemon:
             self._write_failed("trip file", error)
 
     def notify_peers(self, reason: str, now: float) -> list[dict[str, Any]]:
-        data = peer_message(self.config.peer_key, self.config.host, reason, now)
-        return send_to_peers(self.config.peers, data, source=self.listen_ip if self.peer_server else None)
+        """Start the stop-all of the trip that is being recorded (``now`` is its wall-clock date): every peer
+        is tried from the next turn of the loop until it acknowledges; the trip keeps the outcome
+        (``stop_all``), recorded again when every peer acknowledged or the deadline passed."""
+        if self.stop_all is not None:
+            self._finish_stop_all(self.clock(), "a new trip")
+        self.stop_all = StopAll(reason, dict(self.targets), self.clock())
+        self.stop_all.trip = self.guard.tripped
+        if self.guard.tripped is not None:
+            self.guard.tripped["stop_all"] = self.stop_all.outcome(done=False)
+        return [{"host": host, "acknowledged": None} for host in sorted(self.targets)]
+
+    # ---------------------------------------------------------------- the stop-all's tries
+    def _stop_all_step(self, now: float) -> None:
+        """Close the tries past their deadline, start the ones due, and finish at the deadline or once every
+        peer acknowledged."""
+        sa = self.stop_all
+        if sa is None:
+            return
+        for attempt in [t for t in sa.open.values() if t.deadline <= now]:
+            self._try_failed(attempt, now, f"no acknowledgement within {PEER_DEADLINE_S:g} s")
+        if not sa.pending or now >= sa.deadline:
+            self._finish_stop_all(now, "deadline" if sa.pending else "acknowledged")
+            return
+        for host in sorted(sa.pending - set(sa.open)):
+            if sa.next_try[host] <= now:
+                self._start_try(sa, host, now)
+
+    def _start_try(self, sa: StopAll, host: str, now: float) -> None:
+        target = sa.targets[host]
+        sa.tries[host] += 1
+        if target is None:
+            sa.errors[host] = "its address does not resolve"
+            sa.next_try[host] = sa.deadline
+            return
+        family, ip, port = target
+        nonce = secrets.token_hex(16)  # a fresh message each try: a peer that took the last one refuses a replay
+        data = peer_message(self.config.peer_key, self.config.host, sa.reason, self.wall(), nonce)
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            if self.peer_server is not None and self.listen_ip and self.listen_address[0] == family:
+                sock.bind((self.listen_ip, 0))  # the address the peers accept us from
+            code = sock.connect_ex((ip, port))
+            if code not in (0, errno.EINPROGRESS, errno.EAGAIN):
+                raise OSError(code, os.strerror(code))
+        except OSError as error:
+            sock.close()
+            sa.errors[host] = f"connect: {error.strerror or error}"
+            sa.next_try[host] = now + STOP_ALL_RETRY_S
+            return
+        attempt = _Try(host, sock, nonce, data, now + PEER_DEADLINE_S)
+        sa.open[host] = attempt
+        self.selector.register(sock, selectors.EVENT_WRITE, attempt)
+
+    def _try_ready(self, attempt: _Try, now: float) -> None:
+        """A try's socket is ready: send what is left of the message, then read the acknowledgement."""
+        sa = self.stop_all
+        if sa is None or sa.open.get(attempt.host) is not attempt:
+            return
+        try:
+            if attempt.data:
+                code = attempt.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if code:
+                    raise OSError(code, os.strerror(code))
+                sent = attempt.sock.send(attempt.data)
+                attempt.data = attempt.data[sent:]
+                if not attempt.data:
+                    self.selector.modify(attempt.sock, selectors.EVENT_READ, attempt)
+                return
+            chunk = attempt.sock.recv(PEER_MESSAGE_MAX + 1 - len(attempt.received))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._try_failed(attempt, now, f"{error.strerror or error}")
+            return
+        attempt.received += chunk
+        if b"\n" not in attempt.received and chunk and len(attempt.received) <= PEER_MESSAGE_MAX:
+            return
+        line = bytes(attempt.received.split(b"\n", 1)[0])
+        try:
+            check_peer_ack(self.config.peer_key, line, attempt.host, self.config.host, attempt.nonce)
+        except ValueError as error:
+            self._try_failed(attempt, now, f"no acknowledgement: {'closed' if not line else error}")
+            return
+        self._close_try(attempt)
+        sa.pending.discard(attempt.host)
+        sa.errors.pop(attempt.host, None)
+        sa.acknowledged[attempt.host] = round(now - sa.started, 3)
+        if not sa.pending:
+            self._finish_stop_all(now, "acknowledged")
+
+    def _close_try(self, attempt: _Try) -> None:
+        if self.stop_all is not None and self.stop_all.open.get(attempt.host) is attempt:
+            del self.stop_all.open[attempt.host]
+        try:
+            self.selector.unregister(attempt.sock)
+        except (KeyError, ValueError):
+            pass
+        attempt.sock.close()
+
+    def _try_failed(self, attempt: _Try, now: float, error: str) -> None:
+        self._close_try(attempt)
+        if self.stop_all is not None:
+            self.stop_all.errors[attempt.host] = error
+            self.stop_all.next_try[attempt.host] = now + STOP_ALL_RETRY_S
+
+    def _finish_stop_all(self, now: float, why: str) -> None:
+        """Every peer acknowledged, or the deadline passed (or a new trip came): the outcome goes into the
+        trip it belongs to (kept in the trip file) and into a ``stop-all`` record."""
+        sa = self.stop_all
+        if sa is None:
+            return
+        for attempt in list(sa.open.values()):
+            self._close_try(attempt)
+        self.stop_all = None
+        outcome = sa.outcome(done=True)
+        if self.guard.tripped is not None and self.guard.tripped is sa.trip:
+            self.guard.tripped["stop_all"] = outcome
+            try:
+                _write_atomic(self.config.trip_path, self.guard.tripped)
+                self.write_problems.pop("trip file", None)
+            except OSError as error:
+                self._write_failed("trip file", error)
+        if outcome["ok"]:
+            reason = f"every peer acknowledged: {', '.join(outcome['acknowledged'])}"
+        else:
+            missing = ", ".join(f"{m['host']} ({m['error']})" for m in outcome["not_acknowledged"])
+            reason = f"not acknowledged ({why}): {missing}"
+        self.record(self.guard._decision("stop-all", now, reason, samples=False, trip=sa.reason, **outcome))
+        self.write_state(now)
 
     def health(self) -> dict[str, Any]:
         """What a preflight needs to tell a guard that works from one that does not: the problems it has
@@ -1041,6 +1282,9 @@ class Daemon:
                 "allowed": sorted(self.allowed),
                 "rejections": {**self.rejections, "suppressed": self.rejection_limit.suppressed},
                 "clock_skew": self.clock_skew,
+                "clock_skew_total": self.clock_skew_total,
+                "errors_handling": self.errors_handling,
+                "stop_all": None if self.stop_all is None else self.stop_all.outcome(done=False),
                 "nonces": dict(self.nonces),
             },
             "health": self.health(),
@@ -1061,31 +1305,44 @@ class Daemon:
 
     # ---------------------------------------------------------------- connections
     def _accept(self, server: socket.socket, kind: str, now: float) -> None:
-        try:
-            sock, address = server.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as error:  # out of file descriptors, ...: reported, the guard goes on
-            self._write_failed("connections (accept)", error)
-            return
-        where = "local" if kind == "control" else _ip(str(address[0]))
+        """Take the connections waiting (up to PEER_ACCEPTS_PER_WAKE), each read at once for what it sent."""
+        for _index in range(PEER_ACCEPTS_PER_WAKE if kind == "peer" else 1):
+            try:
+                sock, address = server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:  # out of file descriptors, ...: reported, the guard goes on
+                self._write_failed("connections (accept)", error)
+                return
+            connection = self._take(sock, kind, "local" if kind == "control" else _ip(str(address[0])), now)
+            if connection is not None:
+                self._read(connection, now)  # a peer's message is there already: read before a flood can evict it
+
+    def _take(self, sock: socket.socket, kind: str, where: str, now: float) -> _Connection | None:
+        """Open connections are counted per planned peer's address (PEER_SLOTS each: a new one past it closes
+        that address's oldest), so a flood from one node never takes another's; control ones all together."""
         if kind == "peer" and where not in self.allowed:
             sock.close()
             self._reject(now, where, "not a planned peer's address")
-            return
-        if sum(1 for c in self.connections.values() if c.kind == kind) >= MAX_CONNECTIONS:
+            return None
+        if kind == "peer":
+            mine = [c for c in self.connections.values() if c.kind == "peer" and c.address == where]
+            if len(mine) >= PEER_SLOTS:
+                self._close(min(mine, key=lambda c: c.deadline))
+                self._reject(now, where, f"{PEER_SLOTS} connections open from this peer's address: its oldest closed")
+        elif sum(1 for c in self.connections.values() if c.kind == kind) >= MAX_CONNECTIONS:
             sock.close()
-            if kind == "peer":
-                self._reject(now, where, f"{MAX_CONNECTIONS} connections open already")
-            return
+            return None
         sock.setblocking(False)
         deadline, limit = (
             (now + CONTROL_DEADLINE_S, CONTROL_MESSAGE_MAX)
             if kind == "control"
             else (now + PEER_DEADLINE_S, PEER_MESSAGE_MAX)
         )
-        self.connections[sock] = _Connection(sock, kind, where, deadline, limit)
+        connection = _Connection(sock, kind, where, deadline, limit)
+        self.connections[sock] = connection
         self.selector.register(sock, selectors.EVENT_READ, "connection")
+        return connection
 
     def _close(self, connection: _Connection) -> None:
         self.connections.pop(connection.sock, None)
@@ -1122,8 +1379,20 @@ class Daemon:
                 pass
             self._close(connection)
         else:
+            try:
+                message = self._peer(connection.address, line, now)
+            except Exception as error:  # noqa: BLE001 - nothing a peer sends may end the guard
+                self.errors_handling += 1
+                message = None
+                self._reject(now, connection.address, f"could not be handled ({type(error).__name__}): refused")
+            if message is not None:
+                try:  # one short line on a connection that has just been read: it fits the socket's buffer
+                    connection.sock.send(self._ack(message))
+                except OSError:
+                    pass  # the sender tries again
             self._close(connection)
-            self._peer(connection.address, line, now)
+            if message is not None:
+                self._act_on_peer(message, now)
 
     def _expire(self, now: float) -> None:
         for connection in [c for c in self.connections.values() if c.deadline <= now]:
@@ -1172,47 +1441,69 @@ class Daemon:
             answer = {"ok": False, "error": str(error)}
         return answer
 
-    def _peer(self, address: str, line: bytes, now: float) -> None:
+    def _peer(self, address: str, line: bytes, now: float) -> dict[str, Any] | None:
+        """A peer's message, from a planned peer's address (checked when the connection was taken): refused
+        (counted, recorded at most REJECTIONS_BURST a minute) unless signed as that address's host, new and
+        dated within the allowed skew; a correctly signed one refused for its date is a clock skew (counted,
+        in the state, recorded at the same rate). The message taken is returned: acknowledged, then acted on."""
         try:
             message = check_peer_message(
-                self.config.peer_key, line, self.wall(), self.config.peer_max_skew_s, self.nonces
+                self.config.peer_key,
+                line,
+                self.wall(),
+                self.config.peer_max_skew_s,
+                self.nonces,
+                senders=self.allowed.get(address, set()),
             )
         except ClockSkew as skew:
-            sender = str(skew.message.get("from"))
+            self.clock_skew_total += 1
             self.clock_skew = {
                 "time": self.wall(),
-                "from": sender,
+                "from": skew.message["from"],
                 "address": address,
                 "skew_s": round(skew.skew_s, 1),
                 "allowed_s": self.config.peer_max_skew_s,
-                "refused": str(skew.message.get("reason")),
+                "refused": skew.message["reason"],
+                "total": self.clock_skew_total,
+                "suppressed": self.skew_limit.suppressed,
             }
-            self.record(
-                self.guard._decision(
-                    "peer-clock-skew",
-                    now,
-                    f"from {address} ({sender}): {skew}; refused: {skew.message.get('reason')}",
-                    samples=False,
+            if self.skew_limit.allow(now):
+                suppressed, self.skew_limit.suppressed = self.skew_limit.suppressed, 0
+                self.record(
+                    self.guard._decision(
+                        "peer-clock-skew",
+                        now,
+                        f"from {address} ({skew.message['from']}): {skew}; refused: {skew.message['reason']}",
+                        samples=False,
+                        suppressed=suppressed,
+                    )
                 )
-            )
             self.write_state(now)
-            return
+            return None
         except ValueError as error:
             self._reject(now, address, str(error))
-            return
-        sender = message["from"]
-        if sender not in self.allowed.get(address, set()):
-            owners = sorted(self.allowed[address])
-            self._reject(now, address, f"signed as {sender!r}, but sent from the address of {owners}")
-            return
+            return None
+        return message
+
+    def _ack(self, message: dict[str, Any]) -> bytes:
+        """The signed acknowledgement of a peer's trip, sent before this guard acts on it."""
+        local = self.config.cluster_policy != "stop-all"
+        outcome = "ignored (policy local)" if local else ("already tripped" if self.guard.tripped else "stopping")
+        return peer_ack(self.config.peer_key, self.config.host, message["from"], message["nonce"], self.wall(), outcome)
+
+    def _act_on_peer(self, message: dict[str, Any], now: float) -> None:
+        """A peer's trip, acknowledged: stop this rank too (or record it, under the policy local)."""
+        sender, reason = message["from"], message["reason"]
         if self.config.cluster_policy == "stop-all":
-            self.guard.trip(f"peer {sender} tripped: {message['reason']}", now, from_peer=sender)
+            self.guard.trip(f"peer {sender} tripped: {reason}", now, from_peer=sender)
         else:
             self.record(self.guard._decision("peer-ignored", now, f"peer {sender} tripped (policy local)"))
         self.write_state(now)
 
     def _ready(self, key: selectors.SelectorKey, now: float) -> None:
-        if key.data == "connection":
+        if isinstance(key.data, _Try):
+            self._try_ready(key.data, now)
+        elif key.data == "connection":
             connection = self.connections.get(key.fileobj)  # type: ignore[call-overload]
             if connection is not None:
                 self._read(connection, now)
@@ -1245,12 +1536,15 @@ class Daemon:
             wake = min([next_sample, *(c.deadline for c in self.connections.values())])
             if self._peers_to_retry():
                 wake = min(wake, self.next_peer_retry)
+            if self.stop_all is not None:
+                wake = min(wake, self.stop_all.wake())
             events = self.selector.select(max(0.0, wake - now))
             phase_before = self.guard.phase
             for key, _mask in events:
                 self._ready(key, self.clock())
             now = self.clock()
             self._expire(now)
+            self._stop_all_step(now)
             if self._peers_to_retry() and now >= self.next_peer_retry:
                 self._bind_peer(now)
             if self.guard.phase != phase_before:
@@ -1264,6 +1558,8 @@ class Daemon:
                     ready = True
                 self.notify(f"WATCHDOG=1\nSTATUS=phase {self.guard.phase}{', TRIPPED' if self.guard.tripped else ''}")
         self.notify("STOPPING=1")
+        if self.stop_all is not None:
+            self._finish_stop_all(self.clock(), "the guard stopped")
         self.record(self.guard._decision("exit", self.clock(), "stopped by a signal"))
         for connection in list(self.connections.values()):
             self._close(connection)

@@ -1,19 +1,22 @@
 # Copyright (c) dgxspark.cluster contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sim4: the tp4 ring booted end to end on a fresh cluster, serving, stopped; then a fleet, sim3 and sim4 booted
-at once through AWX's workflow; then down with nothing left."""
+"""sim4: the tp4 ring booted end to end on a fresh cluster, serving, stopped; a trip's stop-all under a flood from
+a rank; then a fleet, sim3 and sim4 booted at once through AWX's workflow; then down with nothing left."""
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import secrets
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from simcluster import (
     REPO,
+    ansible_on,
     boot_serve_and_stop,
     ee_image,
     guard_phase,
@@ -40,6 +43,79 @@ def test_boot_serves_then_stop_leaves_no_rank(sim4):
     """boot.yml on the fresh ring (kernel, fabric, guard converged by the boot itself), the head's
     /v1/models and a completion from this machine, then stop.yml: every rank exited, the guard idle."""
     boot_serve_and_stop("sim4", sim4)
+
+
+# A client in a rank's container (ranks run with --network=host: it speaks from its node's own address, a planned
+# peer's) opening connections to the other guards as fast as it can, holding 64 to each, for 90 s.
+FLOOD = """
+import socket, threading, time
+end = time.time() + 90
+def flood(target):
+    held = []
+    while time.time() < end:
+        try:
+            held.append(socket.create_connection(target, timeout=1))
+        except OSError:
+            time.sleep(0.001)
+        while len(held) > 64:
+            held.pop(0).close()
+for address in ADDRESSES:
+    threading.Thread(target=flood, args=((address, 7391),)).start()
+"""
+
+
+def _guard_rejections(host: str) -> dict:
+    return json.loads(node_sh(host, "cat /run/dgxspark-memguard/state.json").stdout)["peers"]["rejections"]
+
+
+def test_a_flood_from_a_rank_does_not_keep_a_trip_from_stopping_every_rank(sim4):
+    """Issue 26: a client at one planned peer's address kept the guards' 16 shared connection slots full and
+    5 of 5 trips were lost, each sender reporting ok. Here a rank's container on worker1 floods every other
+    guard; a trip on worker2 still stops every rank on every node, and worker2's trip says that every peer
+    acknowledged its stop-all."""
+    nodes = {node["host"]: node for node in sim4["nodes"]}
+    flooder, tripper = "sim4-worker1", "sim4-worker2"
+    boot = ansible_on("sim4", "ansible-playbook", "playbooks/boot.yml")
+    assert boot.returncode == 0, boot.stdout[-8000:] + boot.stderr[-3000:]
+    try:
+        assert all(rank_containers(host) == {"vllm_dsv41": "running"} for host in nodes)
+        targets = [n["management_address"] for host, n in nodes.items() if host != flooder]
+        script = f"ADDRESSES = {targets!r}\n{FLOOD}"
+        code = base64.b64encode(script.encode()).decode()
+        node_sh(flooder, f"docker exec -d vllm_dsv41 python3 -c \"import base64; exec(base64.b64decode('{code}'))\"")
+        flooded = nodes[flooder]["management_address"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the flood is on: the other guards refuse its connections past its slots
+            seen = [_guard_rejections(host) for host in nodes if host != flooder]
+            if all(r["total"] > 64 and (r["last"] or {}).get("from") == flooded for r in seen):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the flood did not reach every guard: {seen}")
+        node_sh(tripper, "dgxspark-memguard trip 'flood test (sim4)'")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = {host: rank_containers(host).get("vllm_dsv41") for host in nodes}
+            if all(state != "running" for state in states.values()):
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError(f"ranks still running after the trip on {tripper}: {states}")
+        for host in nodes:
+            tripped = guard_phase(host)["tripped"]
+            assert tripped, host
+            assert tripped["from_peer"] == (None if host == tripper else tripper), (host, tripped)
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not guard_phase(tripper)["tripped"]["stop_all"]["done"]:
+            time.sleep(1)
+        stop_all = guard_phase(tripper)["tripped"]["stop_all"]
+        assert stop_all["ok"] is True and stop_all["not_acknowledged"] == [], stop_all
+        assert sorted(stop_all["acknowledged"]) == sorted(host for host in nodes if host != tripper)
+    finally:
+        for host in nodes:
+            node_sh(host, "dgxspark-memguard clear", check=False)
+        stop = ansible_on("sim4", "ansible-playbook", "playbooks/stop.yml")
+    assert stop.returncode == 0, stop.stdout[-6000:] + stop.stderr[-3000:]
 
 
 FLEET_BOOT = "dgxspark fleet boot"

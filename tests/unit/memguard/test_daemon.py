@@ -183,7 +183,12 @@ def test_a_trip_stops_the_other_ranks(memguard: ModuleType, node: Callable, star
     assert state_b["tripped"]["reason"] == "peer spark-a tripped: by hand: test"
     assert state_b["tripped"]["from_peer"] == "spark-a"
     [trip_a] = guard_a.decisions("trip")
-    assert trip_a["peers"] == [{"host": "spark-b", "ok": True}]
+    assert trip_a["peers"] == [{"host": "spark-b", "acknowledged": None}]  # told from the loop, not waited for
+    [told] = wait_for(lambda: guard_a.decisions("stop-all"), SLACK)  # spark-b's signed acknowledgement came
+    assert (told["ok"], told["acknowledged"], told["not_acknowledged"]) == (True, ["spark-b"], [])
+    assert told["reason"] == "every peer acknowledged: spark-b" and "samples" not in told
+    kept = json.loads(pathlib.Path(settings_a["trip_path"]).read_text(encoding="utf-8"))
+    assert kept["stop_all"]["ok"] is True and kept["stop_all"]["done"] is True
     [trip_b] = guard_b.decisions("trip")
     assert "peers" not in trip_b  # a peer's trip is not passed on: no storm
     time.sleep(3 * GRACE)

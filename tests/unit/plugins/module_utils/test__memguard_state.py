@@ -92,6 +92,7 @@ def test_a_steady_trip_with_its_samples(proc: pathlib.Path) -> None:
         "reason": REASON,
         "from_peer": None,
         "stop": {"action": "stop", "ok": True, "status": 204, "outcome": "stopped", "seconds": 1.104},
+        "stop_all": None,  # a guard without peers: no stop-all
     }
     # three samples at 40 GiB, then 2.5 GiB from 06:29:06 to the trip at 06:29:36 (16 samples, 30 s)
     assert [s["mem_available"] for s in samples] == STEADY_DIP[:19]

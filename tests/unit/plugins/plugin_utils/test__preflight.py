@@ -1057,3 +1057,52 @@ def test_an_interrupted_boots_head_rank_holding_its_ports_is_left_to_the_undo() 
     assert by(preflight(facts(**{"spark-head": head}), PLAN, PROFILE.data), "port-free", "spark-head")["status"] == (
         "FAIL"
     )
+
+
+# ---------------------------------------------------------------- a trip's stop-all (issue 26)
+UNACKNOWLEDGED = {
+    "done": True,
+    "ok": False,
+    "acknowledged": ["spark-w2"],
+    "not_acknowledged": [{"host": "spark-head", "error": "no acknowledgement within 2 s", "tries": 9}],
+}
+
+
+@pytest.mark.parametrize("clear_trip", [False, True])
+def test_a_trip_whose_stop_all_was_not_acknowledged_fails_even_when_clearing(clear_trip: bool) -> None:
+    """Finding: a stop-all could be dropped silently, its sender reporting ok. The trip now keeps which peers
+    acknowledged: one that did not may still run its rank, so the preflight FAILs, naming it, and asking to
+    clear the trip (boot_clear_trip) does not pass it."""
+    guard = stored_guard()
+    guard["tripped"]["stop_all"] = UNACKNOWLEDGED
+    worker = node(1)
+    worker["memguard"] = guard
+    result = preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, clear_trip=clear_trip)
+    line = by(result, "guard-tripped", "spark-w1")
+    assert result["failed"] is True and line["status"] == "FAIL"
+    assert line["message"].startswith(TRIP_TEXT)
+    assert (
+        "its stop-all was not acknowledged by every peer: spark-head (no acknowledgement within 2 s); their ranks "
+        "may still run: stop them (playbooks/stop.yml), then clear this guard" in line["message"]
+    )
+
+
+@pytest.mark.parametrize(
+    "stop_all,status",
+    [
+        ({"done": True, "ok": True, "acknowledged": ["spark-head", "spark-w2"], "not_acknowledged": []}, "WARN"),
+        (None, "WARN"),  # a peer's trip, or a guard of an older version: nothing to acknowledge
+        ({**UNACKNOWLEDGED, "done": False, "ok": False}, "FAIL"),  # the guard stopped before its deadline
+    ],
+)
+def test_a_stop_all_acknowledged_everywhere_can_be_cleared(stop_all: Any, status: str) -> None:
+    guard = stored_guard()
+    guard["tripped"]["stop_all"] = stop_all
+    worker = node(1)
+    worker["memguard"] = guard
+    line = by(
+        preflight(facts(**{"spark-w1": worker}), PLAN, PROFILE.data, clear_trip=True), "guard-tripped", "spark-w1"
+    )
+    assert line["status"] == status
+    if status == "FAIL":
+        assert "(the guard stopped before its deadline)" in line["message"]
