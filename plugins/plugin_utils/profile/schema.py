@@ -518,6 +518,8 @@ PROFILE = Node(
             "string",
             "The weights' revision (every rank must serve the same one).",
             pattern=r"[A-Za-z0-9._/][A-Za-z0-9._/-]*",
+            pattern_hint="a revision such as 1bae0e10 (letters, digits, . _ / -), not starting with - (vLLM would "
+            "read it as an option)",
         ),
         "upstream": Node("string", "Where the engine comes from.", pattern=r"[^\s\x00-\x1f\x7f]+"),
         "generation_defaults": Node(
