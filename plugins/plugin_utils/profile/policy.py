@@ -142,11 +142,15 @@ def known_kernel_word(word: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- secrets
-# The one directory a secret's file is in (host.secrets_dir), and the trees it may be in: the collection's own
-# directories, never a system one (a secret named /etc/ssh/ssh_host_ed25519_key would have secrets.yml overwrite the
-# node's SSH host key as root).
+# The one directory a secret's file is in (host.secrets_dir): inside one of the collection's own trees, or clear of
+# every system path (it neither lies in nor holds one): never a system directory (a secret named
+# /etc/ssh/ssh_host_ed25519_key would have secrets.yml overwrite the node's SSH host key as root, one in
+# /etc/dgxspark-memguard the guard's configuration).
 DEFAULT_SECRETS_DIR = "/etc/dgxspark/secrets"
 SECRETS_DIR_TREES = ("/etc/dgxspark", "/var/lib/dgxspark", "/opt/dgxspark", "/srv/dgxspark")
+# System paths a secrets directory may not be in or hold, besides SYSTEM_PATHS: the programs, libraries and spools
+# that root runs or reads.
+SECRETS_DIR_NEVER = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/var/spool", "/var/lib/containerd")
 
 
 def normal(path: str) -> str:
@@ -160,12 +164,21 @@ def under(path: str, parent: str) -> bool:
 
 
 def secrets_dir_problem(directory: str) -> str:
-    """Why ``directory`` cannot be the secrets directory; empty when it can: strictly inside one of
-    :data:`SECRETS_DIR_TREES`, written as it is meant (no ``..``, no trailing slash)."""
+    """Why ``directory`` cannot be the secrets directory; empty when it can: written as it is meant (no ``..``, no
+    trailing slash), and strictly inside one of :data:`SECRETS_DIR_TREES` or clear of every system path
+    (:data:`SYSTEM_PATHS`, :data:`SECRETS_DIR_NEVER`: neither in one nor holding one)."""
     if normal(directory) != directory:
         return f"write it plainly ({normal(directory)})"
-    if not any(directory != tree and under(directory, tree) for tree in SECRETS_DIR_TREES):
-        return "a directory of the collection's own, inside " + ", ".join(SECRETS_DIR_TREES)
+    if any(directory != tree and under(directory, tree) for tree in SECRETS_DIR_TREES):
+        return ""
+    if any(under(directory, top) or under(top, directory) for top in SYSTEM_PATHS + SECRETS_DIR_NEVER):
+        return (
+            "a directory of the collection's own (inside "
+            + ", ".join(SECRETS_DIR_TREES)
+            + "), or one clear of the system's ("
+            + ", ".join(SYSTEM_PATHS + SECRETS_DIR_NEVER)
+            + ")"
+        )
     return ""
 
 

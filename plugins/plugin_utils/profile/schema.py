@@ -332,7 +332,8 @@ HOST = Node(
             "The one directory on every node that holds the secrets' files (container.secrets, container.api's key "
             f"and TLS files, each a file directly in it); default {_policy.DEFAULT_SECRETS_DIR}. Inside "
             + ", ".join(_policy.SECRETS_DIR_TREES)
-            + "; playbooks/secrets.yml writes nowhere else, and a rank may have it bound read-only.",
+            + ", or clear of every system directory (/etc, /proc, /sys, /root, /home, /run, /usr, /lib, ...); "
+            "playbooks/secrets.yml writes nowhere else, and a rank may have it bound read-only.",
             pattern=_secrets.SECRET_PATH,
             pattern_hint="an absolute path such as /etc/dgxspark/secrets",
         ),

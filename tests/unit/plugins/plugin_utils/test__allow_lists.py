@@ -101,7 +101,10 @@ def test_secrets_in_the_secrets_directory_pass_and_the_plan_names_the_directory(
         ("/etc/dgxspark", "a directory of the collection's own"),  # the tree itself (fabric.conf lives there)
         ("/etc/dgxspark-memguard", "a directory of the collection's own"),
         ("/root/dgxspark", "a directory of the collection's own"),
-        ("/var/lib/dgxspark2/x", "a directory of the collection's own"),
+        ("/home/nvidia/secrets", "a directory of the collection's own"),
+        ("/lib/systemd/system", "a directory of the collection's own"),
+        ("/var", "clear of the system's"),  # it holds /var/run
+        ("/", "invalid value"),
         ("/etc/dgxspark/secrets/", "invalid value"),  # the schema's pattern: no trailing slash
         ("/etc/dgxspark/../ssh", "invalid value"),
     ],
@@ -116,6 +119,8 @@ def test_a_secrets_directory_outside_the_collection_s_own_is_refused(directory: 
 def test_the_secrets_directory_rule() -> None:
     assert secrets_dir_problem("/etc/dgxspark/secrets") == ""
     assert secrets_dir_problem("/opt/dgxspark/s") == ""
+    assert secrets_dir_problem("/srv/keys") == ""  # clear of every system path
+    assert secrets_dir_problem("/var/lib/dgxspark2/x") == ""
     assert secrets_dir_problem("/etc/dgxspark//secrets").startswith("write it plainly")
 
 
