@@ -11,9 +11,11 @@ the only reader: the profile's validator reports its problems and the plan keeps
 option the validator accepts is an option that starts.
 
 The table also holds the privilege policy (each row's ``policy``, read by :func:`privilege_policy` on the
-value the row's own reader gives): ``--privileged``, binds of the host's root, sockets or system
-directories, ``--pid=host``, dangerous capabilities and devices and ``apparmor=unconfined`` are errors a
-profile may waive by name with a reason; ``seccomp=unconfined`` is a warning.
+value the row's own reader gives), which judges the options by the allow-lists of ``policy.py``: binds only of
+the profile's bind roots and never of a system path, no volume driver, the GPU's and the RDMA devices only,
+IPC_LOCK and SYS_NICE only, no host namespace but the network and IPC, no OOM protection, no ``--privileged`` or
+``apparmor=unconfined``. Each finding is an error a profile may waive by name with a reason;
+``seccomp=unconfined`` is a warning.
 """
 
 from __future__ import annotations
