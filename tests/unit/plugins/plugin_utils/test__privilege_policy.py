@@ -64,6 +64,12 @@ REFUSED = {
         "host-mounts",
         "/usr",
     ),
+    "etc through a weights-like path": (
+        ["--mount=type=bind,source=/models/../etc,target=/x,readonly"],
+        "host-mounts",
+        "/etc of the host is bound",
+    ),
+    "the engine's state": (["--volume=/var/lib/docker/volumes:/v:ro"], "host-mounts", "/var/lib/docker"),
     "guard's socket": (["--volume=/run/dgxspark-memguard:/c:ro"], "host-mounts", "the system directory /run"),
     "a socket bound from elsewhere": (["--volume=/srv/x/docker.sock:/d.sock:ro"], "host-mounts", "engine's socket"),
     "var spool cron": (["--volume=/var/spool/cron:/c"], "bind-sources", "outside the paths a rank may have"),
