@@ -21,9 +21,9 @@ def kernel_findings(node: Any, expect: Any = None, skip: Any = ()) -> list[dict[
         raise AnsibleFilterError("dgxspark.cluster.kernel_findings: " + format_problems(exc.problems)) from None
 
 
-def kernel_grub_dropin(words: Any) -> str:
+def kernel_grub_dropin(words: Any, waived: Any = ()) -> str:
     try:
-        return _kernel.grub_dropin(words)
+        return _kernel.grub_dropin(words, waived)
     except ValueError as exc:
         raise AnsibleFilterError(f"dgxspark.cluster.kernel_grub_dropin: {exc}") from None
 

@@ -32,10 +32,15 @@ def secret_values_refused(values: Any, secrets: Any) -> str:
     return _values_refused(values, _secrets("secret_values_refused", secrets))
 
 
-def secret_files_given(secrets: Any, values: Any) -> list[dict[str, str]]:
+def secret_files_given(secrets: Any, values: Any, directory: Any) -> list[dict[str, str]]:
     if not isinstance(values, Mapping):
         raise AnsibleFilterError("dgxspark.cluster.secret_files_given: the values given are not a mapping")
-    return _files_given(_secrets("secret_files_given", secrets), values)
+    if not isinstance(directory, str) or not directory.startswith("/"):
+        raise AnsibleFilterError("dgxspark.cluster.secret_files_given: needs the plan's secrets_dir, an absolute path")
+    try:
+        return _files_given(_secrets("secret_files_given", secrets), values, directory)
+    except ValueError as error:
+        raise AnsibleFilterError(f"dgxspark.cluster.secret_files_given: {error}; nothing was written") from None
 
 
 def secret_directories(given: Any) -> list[str]:

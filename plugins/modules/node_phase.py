@@ -39,6 +39,9 @@ options:
         C(-) or C(.), ending in C(.service), C(.timer) or C(.socket); no path, whitespace or glob. The plan checked
         them already; the module checks them again before it calls C(systemctl), and so the helpers a boot
         journal lists.
+      - Never a unit the node's running depends on (the module refuses it before anything else) - C(ssh) or
+        C(sshd) (the connection), C(docker) or C(containerd) (the ranks), C(dgxspark-memguard) (the guard),
+        C(systemd-*), D-Bus, or the network's managers.
     type: list
     elements: str
     default: []
@@ -236,7 +239,11 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_health impo
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError, start_rank
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import STOP_OPTIONS, RankStopError, stop_ranks
 from ansible_collections.dgxspark.cluster.plugins.module_utils._systemctl import parse_show, show_argv
-from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import UNIT_NAME_HINT, not_unit_names
+from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import (
+    UNIT_NAME_HINT,
+    not_unit_names,
+    refused_helpers,
+)
 
 
 def refuse_not_unit_names(units: list[str]) -> None:
@@ -496,6 +503,9 @@ def main() -> None:
         refuse_not_unit_names(module.params["helpers"])
     except ValueError as error:
         module.fail_json(msg=f"helpers: {error}")
+    never = refused_helpers(module.params["helpers"])
+    if never:
+        module.fail_json(msg="helpers: never paused: " + "; ".join(f"{name!r} ({why})" for name, why in never))
     if module.params["stop_ranks"] is not None and module.params["helpers_state"] != "started":
         module.fail_json(msg="stop_ranks goes with helpers_state=started (stop the ranks, then resume the helpers)")
     result = run(module, Node(module))

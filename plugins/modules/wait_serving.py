@@ -79,7 +79,7 @@ EXAMPLES = r"""
   dgxspark.cluster.wait_serving:
     container: vllm_dsv41
     api: "{{ 'https://127.0.0.1:8000' if inventory_hostname == 'spark-head' else omit }}"
-    ca_file: "{{ '/etc/dgxspark/tls/api.crt' if inventory_hostname == 'spark-head' else omit }}"
+    ca_file: "{{ '/etc/dgxspark/secrets/api.crt' if inventory_hostname == 'spark-head' else omit }}"
     head: spark-head
     rank: "{{ dgxspark_rank }}"
 """

@@ -78,7 +78,7 @@ def test_the_kernel_role_refuses_the_word_too(name: str) -> None:
 
 def test_the_grub_dropin_is_shell_that_sh_reads_as_meant(tmp_path: pathlib.Path) -> None:
     words = ["kho=off", "console=ttyS0,115200n8", "isolcpus=1-3", "nvidia.NVreg_EnableGpuFirmware=0"]
-    text = grub_dropin(words + ["kho=off"])
+    text = grub_dropin(words + ["kho=off"], waived=words[1:])  # words off the list, as a waiver lets them through
     path = tmp_path / "60-dgxspark.cfg"
     path.write_text(text)
     subprocess.run(["sh", "-n", str(path)], check=True)  # what the role's validate runs
@@ -96,7 +96,9 @@ def test_the_kernel_role_writes_the_dropin_by_the_filter_and_validates_it() -> N
     tasks = yaml.safe_load((ROOT / "roles/kernel/tasks/reboot.yml").read_text())
     block = next(t for t in tasks if "block" in t)["block"]
     write = next(t for t in block if t["name"] == "Write the GRUB drop-in")["ansible.builtin.copy"]
-    assert write["content"] == "{{ kernel_missing_words | dgxspark.cluster.kernel_grub_dropin }}"
+    assert write["content"] == (
+        "{{ kernel_missing_words | dgxspark.cluster.kernel_grub_dropin(kernel_required.cmdline_waived | default([])) }}"
+    )
     assert write["validate"] == "sh -n %s"
 
 

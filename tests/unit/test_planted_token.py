@@ -42,6 +42,7 @@ def secret_file(tmp_path: pathlib.Path) -> str:
 
 def profile_text(secret_path: str, **container: Any) -> str:
     data = read(SPARK3)
+    data["host"]["secrets_dir"] = os.path.dirname(secret_path)
     data["container"]["secrets"] = {"hf_token": secret_path}
     data["container"].update(container)
     return json.dumps(data, indent=2)

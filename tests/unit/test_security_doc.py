@@ -15,9 +15,16 @@ from ansible_collections.dgxspark.cluster.plugins.action import memguard_plan
 from ansible_collections.dgxspark.cluster.plugins.module_utils._secret_names import is_secret_name
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import CHECKS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import PRIVILEGE_CHECKS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.policy import (
+    CAPABILITIES_ALLOWED,
+    DEFAULT_SECRETS_DIR,
+    KERNEL_WORD_VALUES,
+    SYSTEM_PATHS,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import (
     DEFAULT_API_PORT,
     DEFAULT_MASTER_PORT,
+    WAIVABLE_CHECKS,
 )
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 
@@ -90,5 +97,19 @@ def test_the_checks_it_names_exist() -> None:
     named = set(re.findall(r"`([a-z]+(?:-[a-z]+)+)`", DOC))
     checks = {"image-present", "image-id", "fabric-not-management", "secret-files"}
     assert checks <= named and checks <= set(CHECKS)
-    assert named - checks <= {"stop-all"}, named - checks  # a name added to the page is a check, or listed here
+    # a name added to the page is a preflight check, a check a profile waives by name (the allow-lists), or listed here
+    assert named - checks <= {"stop-all"} | set(WAIVABLE_CHECKS), named - checks - set(WAIVABLE_CHECKS)
     assert "weights_path" in TEXT and "weights-read-only" in PRIVILEGE_CHECKS
+
+
+def test_its_allow_lists_are_the_code_s() -> None:
+    for check in PRIVILEGE_CHECKS + ("kernel-words",):
+        assert f"`{check}`" in TEXT, check
+    for path in SYSTEM_PATHS:
+        assert f"`{path}`" in TEXT, path
+    for capability in CAPABILITIES_ALLOWED:
+        assert f"`{capability}`" in TEXT, capability
+    for word in KERNEL_WORD_VALUES:
+        assert f"`{word}=" in TEXT, word
+    assert f"(default `{DEFAULT_SECRETS_DIR}`" in TEXT
+    assert "**What a waiver costs.**" in TEXT

@@ -20,8 +20,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, did_you_mean
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import (
+    Collector,
+    Problem,
+    ProfileError,
+    did_you_mean,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.files import sysctl_problems
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.policy import (
+    KERNEL_WORDS,
+    KERNEL_WORDS_KNOWN,
+    known_kernel_word,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import CMDLINE_WORD, CMDLINE_WORD_HINT
 
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
@@ -119,10 +129,13 @@ def _is_words(value: Any) -> bool:
 GRUB_VARIABLE = "GRUB_CMDLINE_LINUX_DEFAULT"
 
 
-def grub_dropin(words: Any) -> str:
+def grub_dropin(words: Any, waived: Any = ()) -> str:
     """The GRUB drop-in (``/etc/default/grub.d/*.cfg``, sourced by sh when update-grub runs) that appends
     ``words`` to the kernel command line: one assignment per word, each word shell-quoted. Raises
-    ``ValueError`` naming every word that is not on the allow-list: nothing is rendered from them."""
+    ``ValueError`` naming every word that is not on the allow-lists: nothing is rendered from them. A word must
+    be one the collection knows (``policy.KERNEL_WORD_VALUES``) or one of ``waived`` (the words the profile's
+    waiver kernel-words lets through: :func:`required`'s ``cmdline_waived``), and in either case written in the
+    characters the drop-in can hold."""
     if isinstance(words, str) or not isinstance(words, Sequence):
         raise ValueError(f"expected a list of kernel command-line words, found {type(words).__name__}")
     bad = [w for w in words if not is_cmdline_word(w)]
@@ -131,6 +144,14 @@ def grub_dropin(words: Any) -> str:
             "not kernel command-line words the collection writes into GRUB's configuration: "
             + ", ".join(repr(w) for w in bad)
             + f" (expected {CMDLINE_WORD_HINT})"
+        )
+    allowed = set(waived) if isinstance(waived, Sequence) and not isinstance(waived, str) else set()
+    unknown = [w for w in words if not known_kernel_word(w) and w not in allowed]
+    if unknown:
+        raise ValueError(
+            "kernel command-line words the collection does not know and the profile does not waive: "
+            + ", ".join(repr(w) for w in unknown)
+            + f" (known: {KERNEL_WORDS_KNOWN}; waiver: {KERNEL_WORDS})"
         )
     lines = ["# Managed by dgxspark.cluster (kernel): words the serving profile needs on the kernel command line."]
     lines += [f'{GRUB_VARIABLE}="${{{GRUB_VARIABLE}}} "{shlex.quote(word)}' for word in dict.fromkeys(words)]
@@ -177,6 +198,7 @@ _EXPECT: dict[str, tuple[Callable[[Any], bool], str]] = {
     "page_size": (lambda v: _is_int(v) and v > 0, "a page size in bytes, such as 65536"),
     "memory_saver_required": (lambda v: isinstance(v, bool), "true or false"),
     "cmdline_required": (_is_words, f'a list of command-line words, such as ["kho=off"]: {CMDLINE_WORD_HINT}'),
+    "cmdline_waived": (_is_words, "the words of cmdline_required the profile's waiver kernel-words lets through"),
     "kho_on_7x": (lambda v: isinstance(v, bool), "true or false"),
     "ulimits": (_is_ulimits, "{name: {soft, hard}} with integers, -1 for unlimited (container_ulimits' format)"),
 }
@@ -417,7 +439,25 @@ def required(
         from ansible_collections.dgxspark.cluster.plugins.plugin_utils._api import container_ulimits
 
         ulimits = container_ulimits(profile, shape=planned.get("shape"))
-    return {**kernel, **dict(expect or {}), "kho_on_7x": kho_on_7x, "ulimits": ulimits}
+    merged = {**kernel, **dict(expect or {}), "kho_on_7x": kho_on_7x, "ulimits": ulimits}
+    words = merged.get("cmdline_required") or []
+    unknown = [w for w in words if isinstance(w, str) and not known_kernel_word(w)] if _is_words(words) else []
+    waiver = (profile.get("waivers") or {}).get(KERNEL_WORDS)
+    if unknown and not waiver:
+        raise ProfileError(
+            [
+                Problem(
+                    "kernel_expect.cmdline_required",
+                    "kernel command-line words the collection does not know: the role would write them into GRUB's "
+                    "configuration",
+                    found=unknown,
+                    expected="known words only: " + KERNEL_WORDS_KNOWN,
+                    hint=f'or a profile that needs them names the waiver "{KERNEL_WORDS}" with its reason',
+                )
+            ]
+        )
+    merged["cmdline_waived"] = unknown
+    return merged
 
 
 def failed_fixes(findings: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:

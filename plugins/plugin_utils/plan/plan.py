@@ -48,6 +48,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile i
     Profile,
     effective_container,
     effective_docker_args,
+    secrets_dir_of,
     secrets_of,
     select_shape,
     shape_environment,
@@ -190,6 +191,8 @@ class Plan(TypedDict):
     """Where the head serves the API and how it is reached (``_api_access.summary``)."""
     secrets: dict[str, str]
     """The secrets' names and their files on every node (bound read-only into each rank)."""
+    secrets_dir: str
+    """The one directory on every node that holds the secrets' files (host.secrets_dir): secrets.yml writes there."""
     container_name: str
     """Every rank's container name (the profile's ``container.name``: the same on every node, never overridden)."""
     memory_budget: dict[str, Any]
@@ -260,6 +263,7 @@ def build_plan(
         "api_url": _api_access.summary(api, listen, container["api_port"])["api_url"],
         "api": _api_access.summary(api, listen, container["api_port"]),
         "secrets": secrets_of(profile.data),
+        "secrets_dir": secrets_dir_of(profile.data),
         "container_name": container["name"],
         "memory_budget": memory_budget(shape["sizing"], shape.get("memory")),
         "ranks": ranks,

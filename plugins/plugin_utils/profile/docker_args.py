@@ -11,9 +11,11 @@ the only reader: the profile's validator reports its problems and the plan keeps
 option the validator accepts is an option that starts.
 
 The table also holds the privilege policy (each row's ``policy``, read by :func:`privilege_policy` on the
-value the row's own reader gives): ``--privileged``, binds of the host's root, sockets or system
-directories, ``--pid=host``, dangerous capabilities and devices and ``apparmor=unconfined`` are errors a
-profile may waive by name with a reason; ``seccomp=unconfined`` is a warning.
+value the row's own reader gives), which judges the options by the allow-lists of ``policy.py``: binds only of
+the profile's bind roots and never of a system path, no volume driver, the GPU's and the RDMA devices only,
+IPC_LOCK and SYS_NICE only, no host namespace but the network and IPC, no OOM protection, no ``--privileged`` or
+``apparmor=unconfined``. Each finding is an error a profile may waive by name with a reason;
+``seccomp=unconfined`` is a warning.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import did_you_mean
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import policy as _policy
 
 # How an option's value is kept in its parameter: one value (a later option wins, as with Docker), a list
 # (the option repeats), a map (NAME=VALUE pairs), one key of a map parameter (``healthcheck.interval``),
@@ -460,62 +463,46 @@ def _restart(value: str | None) -> str:
 
 
 # ----------------------------------------------------------------------------- the privilege policy
-# A rank serves a model: it needs the GPU, the RDMA devices, IPC_LOCK (RDMA pins memory) and SYS_NICE (the
-# engine's thread priorities), and nothing that reaches past its container into the node. Each option that
-# can give more says so here, next to how it renders; a profile that needs it anyway names a waiver with
-# its reason (``waivers``: the check's name). What a check keeps out, with the reason:
+# A rank serves a model: it needs the GPU, the RDMA devices, IPC_LOCK (RDMA pins memory), SYS_NICE where the profile
+# asks (the engine's thread priorities), the weights, its secrets and the Engram rows, and nothing that reaches past
+# its container into the node. What it may have is an allow-list per kind (profile/policy.py, the one place of the
+# tables); each option that can give more says so here, next to how it renders, and a profile that needs it anyway
+# names a waiver with its reason (``waivers``: the check's name). Every refusal names the option, the rule and that
+# waiver.
 
-PRIVILEGED = "privileged"
-HOST_MOUNTS = "host-mounts"
-PID_HOST = "pid-host"
-CAPABILITIES = "dangerous-capabilities"
-DEVICES = "dangerous-devices"
-APPARMOR = "apparmor-unconfined"
-WEIGHTS_READ_ONLY = "weights-read-only"
-PRIVILEGE_CHECKS = (PRIVILEGED, HOST_MOUNTS, PID_HOST, CAPABILITIES, DEVICES, APPARMOR, WEIGHTS_READ_ONLY)
-
-# Capabilities that reach the host's kernel, memory, processes or network, and why. Docker's default set
-# (CHOWN, NET_RAW, ...) stays; IPC_LOCK and SYS_NICE are what ranks need.
-DANGEROUS_CAPABILITIES = {
-    "ALL": "every capability, those below included",
-    "SYS_ADMIN": "mount, namespaces and most of what root may do: the usual way out of a container",
-    "SYS_MODULE": "loading kernel modules: code in the node's kernel",
-    "SYS_PTRACE": "tracing other processes and reading their memory (the node's, with --pid=host)",
-    "SYS_RAWIO": "raw I/O ports and memory: the node's memory read and written",
-    "SYS_BOOT": "rebooting the node",
-    "SYS_TIME": "setting the node's clock (the memory guards refuse peer messages by their date)",
-    "NET_ADMIN": "reconfiguring the node's interfaces, routes and firewall (ranks run on --network=host)",
-    "DAC_READ_SEARCH": "opening any file of the node by its handle (open_by_handle_at, the 'shocker' escape)",
-    "BPF": "loading BPF programs into the node's kernel",
-    "MAC_ADMIN": "changing the AppArmor policy",
-    "MAC_OVERRIDE": "overriding the AppArmor policy",
-    "SYSLOG": "reading the kernel log and the kernel addresses it holds",
-}
-NEEDED_CAPABILITIES = ("IPC_LOCK", "SYS_NICE")
-# Devices that are the node's memory or its disks.
-_MEMORY_DEVICES = ("/dev/mem", "/dev/kmem", "/dev/port")
-_BLOCK_DEVICE = re.compile(
-    r"/dev/((sd|hd|vd|xvd)[a-z]+[0-9]*|nvme[0-9]+(n[0-9]+(p[0-9]+)?)?|mmcblk[0-9]+(p[0-9]+)?|(dm-|md|loop|nbd|sr|zram)[0-9]+"
-    r"|(mapper|disk|md|block)(/.*)?)"
+PRIVILEGED = _policy.PRIVILEGED
+HOST_MOUNTS = _policy.HOST_MOUNTS
+BIND_SOURCES = _policy.BIND_SOURCES
+VOLUME_DRIVERS = _policy.VOLUME_DRIVERS
+PID_HOST = _policy.PID_HOST
+HOST_NAMESPACES = _policy.HOST_NAMESPACES
+CAPABILITIES = _policy.CAPABILITIES
+DEVICES = _policy.DEVICES
+APPARMOR = _policy.APPARMOR
+OOM_PROTECTED = _policy.OOM_PROTECTED
+WEIGHTS_READ_ONLY = _policy.WEIGHTS_READ_ONLY
+PRIVILEGE_CHECKS = (
+    PRIVILEGED,
+    HOST_MOUNTS,
+    BIND_SOURCES,
+    VOLUME_DRIVERS,
+    PID_HOST,
+    HOST_NAMESPACES,
+    CAPABILITIES,
+    DEVICES,
+    APPARMOR,
+    OOM_PROTECTED,
+    WEIGHTS_READ_ONLY,
 )
-# Host paths a rank may not bind at all (the root, the container engines' sockets and the directories that
-# hold them: a socket is reachable through a read-only bind too), and ones it may bind read-only only.
-_NEVER_BOUND = ("/", "/run", "/var/run", "/run/docker.sock", "/var/run/docker.sock", "/run/containerd")
-_SOCKET_NAMES = ("docker.sock", "containerd.sock")
-_READ_ONLY_ONLY = ("/etc", "/proc", "/sys", "/boot", "/dev", "/root", "/usr", "/var/lib/docker")
+NEEDED_CAPABILITIES = _policy.CAPABILITIES_ALLOWED
 
-
-def _under(path: str, parent: str) -> bool:
-    return parent == "/" or path == parent or path.startswith(parent + "/")
-
-
-def _normal(path: str) -> str:
-    return "/" + "/".join(part for part in posixpath.normpath(path).split("/") if part)
+_under = _policy.under
+_normal = _policy.normal
 
 
 def bind(name: str, value: Any) -> tuple[str, bool] | None:
     """The host path an option binds into the rank and whether the bind is read-only; None for no bind
-    (an anonymous or named volume, a tmpfs)."""
+    (an anonymous or named volume without driver options, a tmpfs)."""
     if name == "--volume":
         parts = str(value).split(":")
         if len(parts) < 2 or not parts[0].startswith("/"):
@@ -566,35 +553,41 @@ def _writable_under(value: Any) -> str:
     return ""
 
 
+def system_path(source: str) -> str | None:
+    """The system path (:data:`policy.SYSTEM_PATHS`) a bind of ``source`` is, lies in or holds; None for none."""
+    for top in _policy.SYSTEM_PATHS:
+        if _under(source, top) or _under(top, source):
+            return top
+    return None
+
+
 def _bind_risks(name: str) -> Policy:
     def policy(value: Any) -> list[Risk]:
         found = bind(name, value)
         if found is None:
             return []
-        source, read_only = found
-        if source in _NEVER_BOUND or source.endswith(_SOCKET_NAMES):
-            return [
-                Risk(
-                    HOST_MOUNTS,
-                    f"{source} of the host is bound into the rank: "
-                    + (
-                        "the node's whole filesystem"
-                        if source == "/"
-                        else "a container engine's socket, root on the node"
-                    ),
-                    "no bind of /, /run or a Docker or containerd socket",
-                )
-            ]
-        if not read_only and any(_under(source, top) for top in _READ_ONLY_ONLY):
-            return [
-                Risk(
-                    HOST_MOUNTS,
-                    f"{source} of the host is bound writable into the rank{_writable_under(value)}: it holds the "
-                    "node's configuration, kernel interfaces or system files",
-                    f"a read-only bind ({source}:<path>:ro, or readonly on --mount), or none",
-                )
-            ]
-        return []
+        source, _read_only = found
+        if source.endswith(_policy.SOCKET_NAMES):
+            reach = "a container engine's socket, root on the node"
+        elif source == "/":
+            reach = "the node's whole filesystem"
+        else:
+            top = system_path(source)
+            if top is None:
+                return []
+            where = "in" if _under(source, top) and source != top else ("it holds" if source != top else "")
+            reach = (
+                f"{where + ' ' if where else ''}the system directory {top}: the node's configuration and keys, kernel "
+                "interfaces, homes, runtime sockets, boot files, devices or programs, read-only or not"
+            )
+        return [
+            Risk(
+                HOST_MOUNTS,
+                f"{source} of the host is bound into the rank: {reach}",
+                "a bind of host.weights_path, host.secrets_dir or host.engram_path only; never of or under "
+                + ", ".join(_policy.SYSTEM_PATHS),
+            )
+        ]
 
     return policy
 
@@ -624,40 +617,119 @@ def _pid_risks(value: Any) -> list[Risk]:
     ]
 
 
+def _host_namespace_risks(option: str) -> Policy:
+    def policy(value: Any) -> list[Risk]:
+        if value != "host":
+            return []
+        return [
+            Risk(
+                HOST_NAMESPACES,
+                f"{option}=host gives the rank {_policy.HOST_NAMESPACE_OPTIONS[option]}",
+                "the host's network and IPC only (--network=host, --ipc=host), every other namespace the rank's own",
+            )
+        ]
+
+    return policy
+
+
 def _capability_risks(value: Any) -> list[Risk]:
     name = str(value).upper().removeprefix("CAP_")
-    if name not in DANGEROUS_CAPABILITIES:
+    if name in _policy.CAPABILITIES_ALLOWED:
         return []
+    reach = _policy.CAPABILITY_REACH.get(name, "a capability no seed needs")
     return [
         Risk(
             CAPABILITIES,
-            f"--cap-add={value} gives the rank {DANGEROUS_CAPABILITIES[name]}",
-            f"only the capabilities ranks need: {', '.join(NEEDED_CAPABILITIES)}",
+            f"--cap-add={value} gives the rank {reach}",
+            f"only the capabilities ranks need: {', '.join(_policy.CAPABILITIES_ALLOWED)}",
         )
     ]
 
 
 def _device_risks(value: Any) -> list[Risk]:
     source = _normal(str(value).split(":", maxsplit=1)[0])
-    if source in _MEMORY_DEVICES:
-        what = "the node's physical memory or I/O ports"
-    elif source == "/dev" or _BLOCK_DEVICE.fullmatch(source):
-        what = "the node's disks (a block device): every file on them, whatever their permissions"
-    else:
+    if any(pattern.fullmatch(source) for pattern in _policy.DEVICE_PATTERNS):
         return []
-    return [Risk(DEVICES, f"--device {source} gives the rank {what}", "the GPU (--gpus) and /dev/infiniband only")]
+    if source in _MEMORY_DEVICES:
+        what = "gives the rank the node's physical memory or I/O ports"
+    elif source == "/dev" or _BLOCK_DEVICE.fullmatch(source):
+        what = "gives the rank the node's disks (a block device): every file on them, whatever their permissions"
+    else:
+        what = (
+            "is not a device a rank needs: anything else may be the node's memory, disks (block or SCSI/NVMe "
+            "character devices), consoles or firmware"
+        )
+    return [Risk(DEVICES, f"--device {source} {what}", _policy.DEVICES_ALLOWED)]
+
+
+# Devices that are the node's memory or its disks, named in a refusal's message (every device off the allow-list is
+# refused; these say what they are).
+_MEMORY_DEVICES = ("/dev/mem", "/dev/kmem", "/dev/port")
+_BLOCK_DEVICE = re.compile(
+    r"/dev/((sd|hd|vd|xvd)[a-z]+[0-9]*|nvme[0-9]+(n[0-9]+(p[0-9]+)?)?|mmcblk[0-9]+(p[0-9]+)?|(dm-|md|loop|nbd|sr|zram)[0-9]+"
+    r"|(mapper|disk|md|block)(/.*)?)"
+)
 
 
 def _cgroup_rule_risks(value: Any) -> list[Risk]:
-    kind = str(value).strip()[:1]
-    if kind not in ("a", "b"):
-        return []
     return [
         Risk(
             DEVICES,
-            f"--device-cgroup-rule '{value}' lets the rank open "
-            + ("every device of the node" if kind == "a" else "block devices: the node's disks"),
-            "a rule for character devices (c MAJOR:MINOR rwm), or none",
+            f"--device-cgroup-rule '{value}' lets the rank open the devices it names once they exist in it (with "
+            "Docker's default MKNOD: 'c 1:1 rwm' is /dev/mem)",
+            "no --device-cgroup-rule: " + _policy.DEVICES_ALLOWED + " with --device or --gpus",
+        )
+    ]
+
+
+def _volume_driver_risks(option: str) -> Policy:
+    def policy(value: Any) -> list[Risk]:
+        if option == "--mount":
+            keys = [k for k in ("volume_driver", "volume_options") if isinstance(value, Mapping) and value.get(k)]
+            if not keys:
+                return []
+            what = "volume-driver=" if "volume_driver" in keys else "volume-opt="
+            message = (
+                f"--mount {what}...: a volume driver's options mount whatever they name "
+                "(type=none,o=bind,device=/ is a writable bind of the node's /), past the bind allow-list"
+            )
+        elif option == "--volumes-from":
+            message = f"--volumes-from {value}: the rank gets another container's mounts, whatever they bind"
+        else:
+            message = f"{option} {value}: a volume driver mounts whatever its options name, past the bind allow-list"
+        return [
+            Risk(
+                VOLUME_DRIVERS,
+                message,
+                "binds (--volume, --mount type=bind) of host.weights_path, host.secrets_dir or host.engram_path",
+            )
+        ]
+
+    return policy
+
+
+def _oom_kill_risks(value: Any) -> list[Risk]:
+    if value is not True:
+        return []
+    return [
+        Risk(
+            OOM_PROTECTED,
+            "--oom-kill-disable keeps the kernel's OOM killer off the rank: a GB10 out of memory then freezes "
+            "instead of losing the rank",
+            "no --oom-kill-disable",
+        )
+    ]
+
+
+def _oom_score_risks(value: Any) -> list[Risk]:
+    if not isinstance(value, int) or value >= 0:
+        return []
+    return [
+        Risk(
+            OOM_PROTECTED,
+            f"--oom-score-adj={value} makes the kernel's OOM killer take the node's other processes (sshd, the "
+            "memory guard) before the rank",
+            "no --oom-score-adj, or one of 0 or above",
         )
     ]
 
@@ -714,10 +786,46 @@ def weights_risks(name: str, value: Any, weights_path: str | None) -> list[Risk]
     ]
 
 
-def privilege_policy(args: Sequence[str], weights_path: str | None = None) -> list[OptionProblem]:
+def bind_source_risks(name: str, value: Any, roots: Mapping[str, str]) -> list[Risk]:
+    """A bind whose source is not inside one of the profile's bind roots (:data:`policy.BIND_ROOTS`: the weights,
+    the secrets directory, the Engram rows). A system path is host-mounts' (refused whatever the roots)."""
+    found = bind(name, value)
+    if found is None:
+        return []
+    source = found[0]
+    if any(_under(source, root) for root in roots.values()) or source == "/" or system_path(source):
+        return []
+    if source.endswith(_policy.SOCKET_NAMES):
+        return []  # host-mounts' already
+    named = ", ".join(f"host.{key} {path}" for key, path in roots.items())
+    return [
+        Risk(
+            BIND_SOURCES,
+            f"{source} of the host is bound into the rank, outside the paths a rank may have ({named})",
+            "a bind of or inside host.weights_path, host.secrets_dir or host.engram_path (set the one it is)",
+        )
+    ]
+
+
+def _secret_bind(name: str, value: Any, roots: Mapping[str, str]) -> bool:
+    """A read-only bind inside the secrets directory, which is a directory of the collection's own
+    (``policy.secrets_dir_problem``): the one bind inside /etc that host-mounts lets through."""
+    found = bind(name, value)
+    directory = roots.get("secrets_dir")
+    if found is None or not directory or _policy.secrets_dir_problem(directory):
+        return False
+    return found[1] and _under(found[0], directory)
+
+
+def privilege_policy(
+    args: Sequence[str], weights_path: str | None = None, roots: Mapping[str, str] | None = None
+) -> list[OptionProblem]:
     """What the options give the rank over the host, read through :data:`DOCKER_RUN_OPTIONS` (each row's
     ``policy``) as the renderer reads them: an error per risk, named by its check (a profile's ``waivers``
-    accept it with a reason), or a warning. An option that does not render is left to the renderer."""
+    accept it with a reason), or a warning. An option that does not render is left to the renderer.
+
+    ``roots`` are the host paths a rank may have bound (``policy.host_roots`` of the profile's host section); the
+    bind allow-list is judged when it is given."""
     found: list[OptionProblem] = []
     for option in parse_docker_args(args):
         row = DOCKER_RUN_OPTIONS.get(option.name)
@@ -728,6 +836,9 @@ def privilege_policy(args: Sequence[str], weights_path: str | None = None) -> li
         except ValueError:
             continue
         risks = (row.policy(value) if row.policy else []) + weights_risks(option.name, value, weights_path)
+        if roots is not None:
+            risks = [r for r in risks if not (r.check == HOST_MOUNTS and _secret_bind(option.name, value, roots))]
+            risks += bind_source_risks(option.name, value, roots)
         found += [
             OptionProblem(
                 option.index, option.name, r.message, option.text, r.expected, check=r.check, warning=r.warning
@@ -768,6 +879,15 @@ def _renders(
         why,
         policy,
     )
+
+
+def _both(*policies: Policy) -> Policy:
+    """Several policies' risks for one option."""
+
+    def policy(value: Any) -> list[Risk]:
+        return [risk for each in policies for risk in each(value)]
+
+    return policy
 
 
 def _flag(parameter: str, policy: Policy | None = None) -> DockerRunOption:
@@ -811,7 +931,13 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
     ),
     "--cap-drop": _renders("cap_drop", _capability, kind=LIST, expected="one capability", example="MKNOD"),
     "--cgroup-parent": _renders("cgroup_parent", expected="a cgroup", example="dgxspark.slice"),
-    "--cgroupns": _renders("cgroupns_mode", _namespace("host", "private"), expected="host | private", example="host"),
+    "--cgroupns": _renders(
+        "cgroupns_mode",
+        _namespace("host", "private"),
+        expected="host | private",
+        example="private",
+        policy=_host_namespace_risks("--cgroupns"),
+    ),
     "--cidfile": _refused("the docker CLI writes that file; the collection finds a rank by its container name"),
     "--cpu-count": _refused(_WINDOWS),
     "--cpu-percent": _refused(_WINDOWS),
@@ -945,12 +1071,14 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
         kind=LIST,
         expected="type=bind,source=/HOST-PATH,target=/CONTAINER-PATH[,readonly]",
         example="type=bind,source=/models,target=/models,readonly",
-        policy=_bind_risks("--mount"),
+        policy=_both(_bind_risks("--mount"), _volume_driver_risks("--mount")),
     ),
     "--name": _refused("set container.name: every rank's container has the plan's name"),
     "--network": _renders("network_mode", expected="host", example="host"),
     "--network-alias": _refused(_HOST_NETWORK),
-    "--oom-score-adj": _renders("oom_score_adj", _integer(-1000, 1000), expected="-1000..1000", example="-500"),
+    "--oom-score-adj": _renders(
+        "oom_score_adj", _integer(-1000, 1000), expected="-1000..1000", example="500", policy=_oom_score_risks
+    ),
     "--pid": _renders(
         "pid_mode",
         _namespace("host", container=True),
@@ -982,8 +1110,12 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
         "ulimits", _ulimit, kind=LIST, expected="NAME=SOFT[:HARD], -1 for unlimited", example="nofile=1048576:1048576"
     ),
     "--user": _renders("user", expected="USER[:GROUP]", example="1000:1000"),
-    "--userns": _renders("userns_mode", _namespace("host"), expected="host", example="host"),
-    "--uts": _renders("uts", _namespace("host"), expected="host", example="host"),
+    "--userns": _renders(
+        "userns_mode", _namespace("host"), expected="host", example="host", policy=_host_namespace_risks("--userns")
+    ),
+    "--uts": _renders(
+        "uts", _namespace("host"), expected="host", example="host", policy=_host_namespace_risks("--uts")
+    ),
     "--volume": _renders(
         "volumes",
         _volume,
@@ -992,8 +1124,19 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
         example="/models:/models:ro",
         policy=_bind_risks("--volume"),
     ),
-    "--volume-driver": _renders("volume_driver", expected="a volume driver", example="local"),
-    "--volumes-from": _renders("volumes_from", kind=LIST, expected="a container", example="model-cache"),
+    "--volume-driver": _renders(
+        "volume_driver",
+        expected="a volume driver",
+        example="local",
+        policy=_volume_driver_risks("--volume-driver"),
+    ),
+    "--volumes-from": _renders(
+        "volumes_from",
+        kind=LIST,
+        expected="a container",
+        example="model-cache",
+        policy=_volume_driver_risks("--volumes-from"),
+    ),
     "--workdir": _renders(
         "working_dir", _absolute("the working directory"), expected="an absolute path", example="/workspace"
     ),
@@ -1012,7 +1155,7 @@ DOCKER_RUN_OPTIONS: dict[str, DockerRunOption] = {
         why="Docker refuses --no-healthcheck with any --health-* option",
         takes_value=False,
     ),
-    "--oom-kill-disable": _flag("oom_killer"),
+    "--oom-kill-disable": _flag("oom_killer", _oom_kill_risks),
     "--privileged": _flag("privileged", _privileged_risks),
     "--publish-all": _refused(_HOST_NETWORK, takes_value=False),
     "--quiet": _refused("it only quiets the docker CLI's pull output; ranks never pull", takes_value=False),

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import refused_helper
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._jsonfile import parse_json, path_lines, read_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import (
     Collector,
@@ -33,6 +34,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import 
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import policy as _policy
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import check_image_reference
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import PROFILE, TRANSPORTS
@@ -121,6 +123,8 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
     secrets = secrets_of(data) if clean("$.container.secrets", "$.container.api") else {}
     if clean("$.container.secrets"):
         _api_access.check_profile(data, out)
+    if clean("$.container.secrets", "$.container.api", "$.host"):
+        _check_secret_paths(data, out)
     for name, shape in sorted(shapes.items()):
         if isinstance(shape, Mapping) and isinstance(shape.get("environment"), Mapping):
             if clean(f"$.shapes.{name}.environment"):
@@ -238,8 +242,10 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
         out,
         (memory or {}).get("usable_gib"),
         weights_path_of(data),
+        _policy.host_roots(data.get("host") if isinstance(data.get("host"), Mapping) else None),
     )
     check_serve_args(container["serve_args"], container["fork_flags"], _serve_args_path(data, name), out)
+    _check_remote_code_outside_serve_args(container, out)
     check_engram(shape, env, container["image"], where, out)
     _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
     serve = serve_argv(container["serve_args"], container["fork_flags"])  # the one reader of serve arguments
@@ -267,6 +273,22 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
             "Engram tables in host memory are missing from the budget",
             expected=f"a '{ENGRAM_COMPONENT}' component (seed 002 section 6.1: 23.60 GB per rank)",
         )
+
+
+def _check_remote_code_outside_serve_args(container: Mapping[str, Any], out: Collector) -> None:
+    """--trust-remote-code where the engine's argv has it besides serve_args (check_serve_args warns there): the
+    entrypoint's words after the first and the model argument, as vLLM's parser reads the rendered command. The
+    schema refuses those words when they start with '-'; this says what such a word would have done."""
+    places = [(f"$.container.entrypoint[{i}]", word) for i, word in enumerate(container["entrypoint"]) if i]
+    places.append(("$.container.model_path", container.get("model_path")))
+    for where, word in places:
+        if isinstance(word, str) and serve_argv([word], container["fork_flags"]).switch("--trust-remote-code"):
+            out.warn(
+                where,
+                "--trust-remote-code runs the Python code the model's repository ships, as the rank, on every node",
+                found=word,
+                hint="keep it only for a model whose code you have read and pinned (a revision, an image by digest)",
+            )
 
 
 def weights_path_of(data: Mapping[str, Any]) -> str | None:
@@ -322,6 +344,7 @@ def check_docker_args(
     out: Collector,
     usable_gib: float | None = None,
     weights_path: str | None = None,
+    roots: Mapping[str, str] | None = None,
 ) -> float | None:
     """Check `docker run` options; return the --memory limit in GiB when one is set.
 
@@ -337,9 +360,9 @@ def check_docker_args(
         if problem.index in secret:
             continue
         out.error(paths[problem.index], problem.message, problem.found, problem.expected, problem.hint)
-    for risk in docker.privilege_policy(args, weights_path):
-        if risk.index in secret:
-            continue
+    for risk in docker.privilege_policy(args, weights_path, roots):
+        if risk.index in secret or "docker_run_args" not in paths[risk.index]:
+            continue  # a secret's own bind is judged by its path (_check_secret_paths)
         if risk.warning:
             out.warn(paths[risk.index], risk.message, risk.found, risk.expected)
         else:
@@ -348,7 +371,8 @@ def check_docker_args(
                 risk.message,
                 risk.found,
                 risk.expected,
-                f'a profile that needs it names it in waivers with the reason: "{risk.check}": "<why>"',
+                f"{risk.option} is refused by the rule {risk.check} ({_policy.CHECKS.get(risk.check, '')}); a profile "
+                f'that needs it names it in waivers with the reason: "{risk.check}": "<why>"',
                 check=risk.check,
             )
     refused = {problem.index for problem in rendered.problems} | secret
@@ -514,6 +538,62 @@ def _check_host(host: Mapping[str, Any], out: Collector) -> None:
             "a 64 KiB page size is expected but the release is not a -64k kernel",
             found=release,
         )
+    for index, word in enumerate(kernel.get("cmdline_required", [])):
+        if not _policy.known_kernel_word(word):
+            out.error(
+                f"$.host.kernel.cmdline_required[{index}]",
+                "not a kernel command-line word the collection knows: the kernel role would write it into GRUB's "
+                "configuration, and what it does to every node (init=, apparmor=0, mitigations=off) is not checked",
+                found=word,
+                expected="one of the known words: " + _policy.KERNEL_WORDS_KNOWN,
+                hint=f'a profile that needs it names it in waivers with the reason: "{_policy.KERNEL_WORDS}": "<why>"',
+                check=_policy.KERNEL_WORDS,
+            )
+    for index, unit in enumerate(host.get("helper_services", [])):
+        why = refused_helper(unit)
+        if why:
+            out.error(
+                f"$.host.helper_services[{index}]",
+                f"a boot never pauses {unit}: {why}",
+                found=unit,
+                expected="a helper that frees memory (ollama.service, comfyui.service), not a service the node runs on",
+            )
+    directory = host.get("secrets_dir")
+    if directory is not None and _policy.secrets_dir_problem(directory):
+        out.error(
+            "$.host.secrets_dir",
+            "not a directory the collection keeps secrets in: playbooks/secrets.yml writes every secret there as root",
+            found=directory,
+            expected=_policy.secrets_dir_problem(directory),
+        )
+
+
+def secrets_dir_of(data: Mapping[str, Any]) -> str:
+    """The profile's host.secrets_dir (its default when unset): the one directory of the secrets' files."""
+    host = data.get("host")
+    directory = host.get("secrets_dir") if isinstance(host, Mapping) else None
+    return directory if isinstance(directory, str) else _policy.DEFAULT_SECRETS_DIR
+
+
+def _check_secret_paths(data: Mapping[str, Any], out: Collector) -> None:
+    """Every secret's file (container.secrets, container.api's key and TLS files) directly in host.secrets_dir."""
+    directory = secrets_dir_of(data)
+    container = data.get("container") if isinstance(data.get("container"), Mapping) else {}
+    named = [(f"$.container.secrets.{name}", path) for name, path in sorted((container.get("secrets") or {}).items())]
+    api = container.get("api") if isinstance(container.get("api"), Mapping) else {}
+    tls = api.get("tls") if isinstance(api.get("tls"), Mapping) else {}
+    named += [("$.container.api.api_key_file", api.get("api_key_file"))]
+    named += [(f"$.container.api.tls.{key}", tls.get(key)) for key in ("certfile", "keyfile", "ca_file")]
+    for where, path in named:
+        if isinstance(path, str) and not _policy.in_secrets_dir(path, directory):
+            out.error(
+                where,
+                f"a secret's file outside the secrets directory (host.secrets_dir {directory}): playbooks/secrets.yml "
+                "would write it there as root (an SSH host key, the guard's configuration)",
+                found=path,
+                expected=f"a file directly in {directory}, such as {directory}/{where.rsplit('.', 1)[-1]}",
+                hint="put the file in the secrets directory, or set host.secrets_dir to the directory it is in",
+            )
 
 
 def _check_sources(raw: Mapping[str, Any], sources: Mapping[str, str], out: Collector) -> None:

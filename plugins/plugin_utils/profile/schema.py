@@ -17,6 +17,7 @@ from __future__ import annotations
 from ansible_collections.dgxspark.cluster.plugins.module_utils import _unit_names
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import files as _file_checks
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import policy as _policy
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.spec import Node, optional
 
@@ -33,6 +34,10 @@ ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 LONG_FLAG = r"--[A-Za-z0-9][A-Za-z0-9_-]*"
 DOCKER_NAME = r"[a-zA-Z0-9][a-zA-Z0-9_.-]+"
 ABS_PATH = r"/[^\x00-\x1f\x7f]*"
+# A value where vLLM's parser reads an argument (the model, the served name, the entrypoint's words): one word that
+# does not start with '-', which argparse would read as an option (model_path "--trust-remote-code" is a switch).
+VALUE_WORD = r"[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]*"
+VALUE_WORD_HINT = "one word, not starting with - (vLLM would read it as an option)"
 IMAGE_REF = r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?"
 # Values written into files other programs parse, each an allow-list (issue 15):
 # a kernel command-line word lands in a GRUB drop-in that update-grub sources with sh, then in grub.cfg:
@@ -76,14 +81,9 @@ WAIVABLE_CHECKS = {
     "nccl-no-nic-merge": "NCCL_IB_MERGE_NICS=0 (seed 002 section 4.3)",
     "usable-memory-gib": "memory.usable_gib within a GB10's MemTotal in GiB (docs/units.md)",
     "fabric-not-management": "fabric addresses apart from management addresses (seed 000)",
-    # The privilege policy (docs/profile.md, "What a rank may get of its node"): what a rank may not get.
-    "privileged": "no --privileged",
-    "host-mounts": "no bind of the node's /, /run or engine sockets, none of its system directories writable",
-    "pid-host": "no --pid=host",
-    "dangerous-capabilities": "no capability beyond IPC_LOCK and SYS_NICE that reaches the node",
-    "dangerous-devices": "no /dev/mem, /dev/kmem, /dev/port or block device",
-    "apparmor-unconfined": "Docker's AppArmor profile kept",
-    "weights-read-only": "host.weights_path bound read-only",
+    # The allow-lists (docs/profile.md, "What a rank may get of its node"; profile/policy.py): what a rank may get
+    # and what the profile may ask of the node.
+    **_policy.CHECKS,
 }
 
 # How the nodes are cabled, and the fabric transports seed 000 names for them.
@@ -272,7 +272,9 @@ KERNEL = Node(
         "memory_saver_required": Node("boolean", "The NVIDIA memory-saver module must be loaded.", default=False),
         "cmdline_required": Node(
             "array",
-            "Kernel command-line words that must be present (kho=off on 7.x).",
+            "Kernel command-line words that must be present (kho=off on 7.x): words the collection knows ("
+            + _policy.KERNEL_WORDS_KNOWN
+            + "), another only under the waiver kernel-words.",
             values=Node("string", pattern=CMDLINE_WORD, pattern_hint=CMDLINE_WORD_HINT),
         ),
     },
@@ -325,6 +327,23 @@ HOST = Node(
             pattern=ABS_PATH,
             pattern_hint="an absolute path",
         ),
+        "secrets_dir": Node(
+            "string",
+            "The one directory on every node that holds the secrets' files (container.secrets, container.api's key "
+            f"and TLS files, each a file directly in it); default {_policy.DEFAULT_SECRETS_DIR}. Inside "
+            + ", ".join(_policy.SECRETS_DIR_TREES)
+            + ", or clear of every system directory (/etc, /proc, /sys, /root, /home, /run, /usr, /lib, ...); "
+            "playbooks/secrets.yml writes nowhere else, and a rank may have it bound read-only.",
+            pattern=_secrets.SECRET_PATH,
+            pattern_hint="an absolute path such as /etc/dgxspark/secrets",
+        ),
+        "engram_path": Node(
+            "string",
+            "Where a local copy of the Engram rows lives on each node (bound into a rank for DSV41_ENGRAM_DIR): a "
+            "path a rank may have bound, besides weights_path and secrets_dir.",
+            pattern=ABS_PATH,
+            pattern_hint="an absolute path",
+        ),
         "kernel": KERNEL,
     },
 )
@@ -361,7 +380,7 @@ CONTAINER = Node(
             "array",
             "The command that starts the engine; its first word becomes --entrypoint, "
             "so an image whose ENTRYPOINT is `vllm serve` works too (seed 002 lesson 7).",
-            values=Node("string", pattern=r"[^\s\x00-\x1f\x7f]+", pattern_hint="one word"),
+            values=Node("string", pattern=VALUE_WORD, pattern_hint=VALUE_WORD_HINT),
             min_items=1,
             default=list(DEFAULT_ENTRYPOINT),
         ),
@@ -369,7 +388,8 @@ CONTAINER = Node(
             "string",
             "Model argument given to `vllm serve` (a path in the container or a hub id); "
             "defaults to the top-level model.",
-            pattern=r"[^\s\x00-\x1f\x7f]+",
+            pattern=VALUE_WORD,
+            pattern_hint=VALUE_WORD_HINT,
         ),
         "fork_flags": Node(
             "array",
@@ -492,11 +512,15 @@ PROFILE = Node(
             "string",
             "The model's served name.",
             required=True,
-            pattern=r"[^\s\x00-\x1f\x7f]+",
-            pattern_hint="a name without spaces",
+            pattern=VALUE_WORD,
+            pattern_hint="a name without spaces, not starting with - (vLLM would read it as an option)",
         ),
         "model_revision": Node(
-            "string", "The weights' revision (every rank must serve the same one).", pattern=r"[A-Za-z0-9._/-]+"
+            "string",
+            "The weights' revision (every rank must serve the same one).",
+            pattern=r"[A-Za-z0-9._/][A-Za-z0-9._/-]*",
+            pattern_hint="a revision such as 1bae0e10 (letters, digits, . _ / -), not starting with - (vLLM would "
+            "read it as an option)",
         ),
         "upstream": Node("string", "Where the engine comes from.", pattern=r"[^\s\x00-\x1f\x7f]+"),
         "generation_defaults": Node(

@@ -271,11 +271,19 @@ def values_refused(values: Any, secrets: Mapping[str, str]) -> str:
     return ""
 
 
-def files_given(secrets: Mapping[str, str], values: Mapping[str, Any]) -> list[dict[str, str]]:
+def files_given(secrets: Mapping[str, str], values: Mapping[str, Any], directory: str) -> list[dict[str, str]]:
     """The profile's secrets that are given a value, each as ``key`` (its name) and ``value`` (its file on the
-    nodes), in the profile's order. An empty value is none (a credential's field left blank): that file is left
-    as it is."""
-    return [{"key": name, "value": path} for name, path in secrets.items() if name in values and values[name] != ""]
+    nodes: the file's name in ``directory``, the plan's one secrets directory), in the profile's order. An empty
+    value is none (a credential's field left blank): that file is left as it is. Raises ``ValueError`` naming the
+    secrets whose file is not directly in ``directory`` (the plan refuses such a profile; this holds the writer to
+    it too), so nothing is ever written elsewhere."""
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.policy import in_secrets_dir
+
+    given = [(name, path) for name, path in secrets.items() if name in values and values[name] != ""]
+    outside = [name for name, path in given if not in_secrets_dir(str(path), directory)]
+    if outside:
+        raise ValueError(f"files outside the secrets directory {directory}: {', '.join(outside)}")
+    return [{"key": name, "value": posixpath.join(directory, posixpath.basename(str(path)))} for name, path in given]
 
 
 def directories(given: Sequence[Mapping[str, str]]) -> list[str]:

@@ -27,10 +27,12 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="writes root's 0600 fi
 
 @pytest.fixture
 def cluster(tmp_path: pathlib.Path) -> dict[str, pathlib.Path]:
-    """spark3's profile with a secret and an API key file under tmp_path/node, its hosts local connections."""
+    """spark3's profile with a secret and an API key file in tmp_path/node/secrets (its host.secrets_dir), its hosts
+    local connections."""
     profile = json.loads(SPARK3.read_text())
+    profile["host"]["secrets_dir"] = str(tmp_path / "node" / "secrets")
     profile["container"]["secrets"] = {"hf_token": str(tmp_path / "node" / "secrets" / "hf_token")}
-    profile["container"]["api"] = {"api_key_file": str(tmp_path / "node" / "api" / "vllm_api_key")}
+    profile["container"]["api"] = {"api_key_file": str(tmp_path / "node" / "secrets" / "vllm_api_key")}
     (tmp_path / "profile.json").write_text(json.dumps(profile))
     hosts = yaml.safe_load((ROOT / "inventories" / "spark3" / "hosts.yml").read_text())
     for group in hosts["dgxspark"]["children"].values():
@@ -42,7 +44,7 @@ def cluster(tmp_path: pathlib.Path) -> dict[str, pathlib.Path]:
     return {
         "root": tmp_path,
         "hf_token": tmp_path / "node/secrets/hf_token",
-        "vllm_api_key": tmp_path / "node/api/vllm_api_key",
+        "vllm_api_key": tmp_path / "node/secrets/vllm_api_key",
     }
 
 

@@ -13,6 +13,7 @@ from ansible_collections.dgxspark.cluster.plugins.filter.secrets import FilterMo
 FILTERS = FilterModule().filters()
 SECRETS = {"vllm_api_key": "/etc/dgxspark/api/vllm_api_key", "hf_token": "/etc/dgxspark/secrets/hf_token"}
 TOKEN = "hf_" + "PlantedBySecretsFilters0123456789"
+DIRECTORY = "/etc/dgxspark/secrets"
 
 
 @pytest.mark.parametrize(
@@ -49,15 +50,37 @@ def test_a_profile_without_secrets_says_so() -> None:
 
 
 def test_the_files_given_are_the_profile_s_secrets_with_a_value_in_its_order() -> None:
-    given = FILTERS["secret_files_given"](SECRETS, {"hf_token": TOKEN, "vllm_api_key": "k"})
+    secrets = {"vllm_api_key": "/etc/dgxspark/secrets/vllm_api_key", "hf_token": "/etc/dgxspark/secrets/hf_token"}
+    given = FILTERS["secret_files_given"](secrets, {"hf_token": TOKEN, "vllm_api_key": "k"}, DIRECTORY)
     assert given == [
-        {"key": "vllm_api_key", "value": "/etc/dgxspark/api/vllm_api_key"},
+        {"key": "vllm_api_key", "value": "/etc/dgxspark/secrets/vllm_api_key"},
         {"key": "hf_token", "value": "/etc/dgxspark/secrets/hf_token"},
     ]
-    assert FILTERS["secret_files_given"](SECRETS, {"hf_token": "", "vllm_api_key": "k"}) == [given[0]]
-    assert FILTERS["secret_files_given"](SECRETS, {}) == []
+    assert FILTERS["secret_files_given"](secrets, {"hf_token": "", "vllm_api_key": "k"}, DIRECTORY) == [given[0]]
+    assert FILTERS["secret_files_given"](secrets, {}, DIRECTORY) == []
+    assert FILTERS["secret_directories"](given) == [DIRECTORY]
     with pytest.raises(AnsibleFilterError, match="secret_files_given: the values given are not a mapping"):
-        FILTERS["secret_files_given"](SECRETS, [TOKEN])
+        FILTERS["secret_files_given"](secrets, [TOKEN], DIRECTORY)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/ssh/ssh_host_ed25519_key",  # issue 26: secrets.yml would overwrite the node's SSH host key as root
+        "/etc/dgxspark-memguard/config.json",  # the guard's configuration (its key)
+        "/etc/dgxspark/api/vllm_api_key",  # another directory of the collection's
+        "/etc/dgxspark/secrets/sub/hf_token",  # below the directory, not in it
+        "/etc/dgxspark/secrets",  # the directory itself
+        "/etc/dgxspark/secrets/../../sudoers.d/x",
+        "/etc/dgxspark/secrets//hf_token",
+    ],
+)
+def test_a_file_outside_the_one_secrets_directory_is_never_written(path: str) -> None:
+    secrets = {"hf_token": "/etc/dgxspark/secrets/hf_token", "evil": path}
+    with pytest.raises(AnsibleFilterError, match="outside the secrets directory /etc/dgxspark/secrets: evil"):
+        FILTERS["secret_files_given"](secrets, {"hf_token": TOKEN, "evil": "x"}, DIRECTORY)
+    with pytest.raises(AnsibleFilterError, match="needs the plan's secrets_dir"):
+        FILTERS["secret_files_given"](secrets, {"hf_token": TOKEN}, None)
 
 
 def test_the_directories_are_those_of_the_files_given_once_each_sorted() -> None:

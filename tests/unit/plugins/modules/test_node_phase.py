@@ -19,7 +19,11 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_start import RankStartError
 from ansible_collections.dgxspark.cluster.plugins.module_utils._rank_stop import RankStopError
-from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import not_unit_names
+from ansible_collections.dgxspark.cluster.plugins.module_utils._unit_names import (
+    not_unit_names,
+    refused_helper,
+    refused_helpers,
+)
 from ansible_collections.dgxspark.cluster.plugins.modules import node_phase
 from ansible_collections.dgxspark.cluster.plugins.modules.node_phase import Node, run
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import UNIT_NAME
@@ -426,8 +430,55 @@ def test_the_schema_and_the_module_share_the_allow_list(name: str) -> None:
     assert not_unit_names(["comfyui.service", name]) == [name]
 
 
+# Units the node runs on (issue 26): a boot never pauses them, whatever the profile or the journal says.
+NEVER_HELPERS = [
+    "ssh.service",
+    "sshd.service",
+    "ssh.socket",
+    "sshd@1-192.0.2.5:22.service",
+    "docker.service",
+    "docker.socket",
+    "containerd.service",
+    "dgxspark-memguard.service",
+    "systemd-journald.service",
+    "systemd-networkd.socket",
+    "systemd-logind.service",
+    "dbus.service",
+    "dbus-broker.service",
+    "NetworkManager.service",
+]
+
+
+@pytest.mark.parametrize("name", NEVER_HELPERS)
+def test_a_service_the_node_runs_on_is_never_paused(
+    name: str, systemctl_calls: list[Any], tmp_path: pathlib.Path
+) -> None:
+    journal = tmp_path / "boot-journal.json"
+    args = {"helpers": ["comfyui.service", name], "helpers_state": "stopped", "guard_phase": "startup"}
+    with patch_module_args({**args, "journal": str(journal)}), pytest.raises(FailJson) as failed:
+        node_phase.main()
+    message = failed.value.args[0]["msg"]
+    assert message.startswith(f"helpers: never paused: {name!r} (")
+    assert systemctl_calls == [] and not journal.exists()
+    assert refused_helpers(["comfyui.service", name, "ollama.service"]) == [(name, refused_helper(name))]
+
+
 @pytest.mark.parametrize(
-    "name", ["comfyui.service", "ollama@gpu0.service", "backup.timer", "docker.socket", "a:b.service"]
+    "name",
+    ["ollama.service", "comfyui.service", "sshguard.service", "docker-prune.timer", "dgxspark-sim-helper.service"],
+)
+def test_a_helper_that_only_shares_a_prefix_is_not_refused(name: str) -> None:
+    assert refused_helper(name) == ""
+
+
+def test_the_guard_s_unit_is_the_one_the_memguard_role_installs() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import UNIT_NAME as GUARD_UNIT
+
+    assert refused_helper(GUARD_UNIT).startswith("the memory guard")
+
+
+@pytest.mark.parametrize(
+    "name", ["comfyui.service", "ollama@gpu0.service", "backup.timer", "avahi-daemon.socket", "a:b.service"]
 )
 def test_a_unit_name_on_the_allow_list_reaches_systemctl(name: str, systemctl_calls: list[Any]) -> None:
     with patch_module_args({"helpers": [name], "helpers_state": "stopped", "journal": ""}), pytest.raises(FailJson):

@@ -17,8 +17,8 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile i
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
 
 KEY_FILE = "/etc/dgxspark/secrets/vllm_api_key"
-CERT = "/etc/dgxspark/tls/api.crt"
-TLS_KEY = "/etc/dgxspark/tls/api.key"
+CERT = "/etc/dgxspark/secrets/api.crt"
+TLS_KEY = "/etc/dgxspark/secrets/api.key"
 
 
 def hosts(management: Any = "192.0.2.10") -> list[Host]:
@@ -138,8 +138,8 @@ def test_tls_files_are_bound_as_secrets_and_given_to_vllm() -> None:
 
 
 def test_a_ca_file_is_what_the_clients_trust() -> None:
-    result = plan({"tls": {"certfile": CERT, "keyfile": TLS_KEY, "ca_file": "/etc/dgxspark/tls/ca.crt"}})
-    assert result["api"]["ca_file"] == "/etc/dgxspark/tls/ca.crt"
+    result = plan({"tls": {"certfile": CERT, "keyfile": TLS_KEY, "ca_file": "/etc/dgxspark/secrets/ca.crt"}})
+    assert result["api"]["ca_file"] == "/etc/dgxspark/secrets/ca.crt"
 
 
 @pytest.mark.parametrize(

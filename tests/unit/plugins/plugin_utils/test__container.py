@@ -29,6 +29,7 @@ HOSTS = [Host(f"spark-{i}", i, f"198.51.100.{10 + i}", head=i == 0) for i in ran
 def ranks(path: Any, shape: str, nodes: int, extra: list[str] | None = None) -> list[dict[str, Any]]:
     data = json.loads(path.read_text())
     data["container"]["docker_run_args"] += extra or []
+    data["host"].setdefault("weights_path", "/models")  # the binds of /models are of the weights
     return build_plan(validate_profile(data), shape, HOSTS[:nodes])["ranks"]
 
 
@@ -135,6 +136,7 @@ def test_every_option_the_validator_knows_is_refused_naming_it_or_renders(name: 
 def test_short_options_are_read_as_their_long_name(short: str, name: str) -> None:
     row = DOCKER_RUN_OPTIONS[name]
     data = json.loads(SPARK3.read_text())
+    data["host"]["weights_path"] = "/models"  # -v's example binds the weights
     data["container"]["docker_run_args"] += [short, row.example] if row.takes_value else [short]
     if row.renders:
         rank = build_plan(validate_profile(data), "tp3-triangle", HOSTS[:3])["ranks"][0]

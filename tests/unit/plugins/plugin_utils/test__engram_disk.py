@@ -123,12 +123,14 @@ def test_weights_on_nfs_fail_naming_the_seed() -> None:
 )
 def test_a_dedicated_engram_directory_is_followed_through_its_bind(source: str, status: str, words: str) -> None:
     args = json.loads(SPARK8.read_text())["container"]["docker_run_args"]
-    plan, profile = spark8(
-        {
-            "shapes/tp8-1m/environment/DSV41_ENGRAM_DIR": "/engram-local",
-            "container/docker_run_args": [*args, f"--volume={source}:/engram-local:ro"],
-        }
-    )
+    edits: dict[str, Any] = {
+        "shapes/tp8-1m/environment/DSV41_ENGRAM_DIR": "/engram-local",
+        "container/docker_run_args": [*args, f"--volume={source}:/engram-local:ro"],
+        "host/engram_path": source,  # a path a rank may have bound (the bind allow-list)
+    }
+    if source.startswith("/run/"):
+        edits["waivers"] = {"host-mounts": "a test of the preflight's verdict on rows in tmpfs"}
+    plan, profile = spark8(edits)
     assert plan["preflight"]["spark-w7"]["disk_paths"] == [source]
     line = verdict(plan, profile, rank=7)
     assert line["status"] == status, line["message"]

@@ -491,7 +491,13 @@ def test_what_every_node_must_have_is_the_profile_s_kernel_the_role_s_expect_and
     planned = {"profile": profile, "shape": None}
     ulimits = ServingFilters().filters()["container_ulimits"](str(SPARK3))
     required = filters["kernel_expectation"](planned, {"page_size": 4096}, True, True)
-    assert required == {**profile["host"]["kernel"], "page_size": 4096, "kho_on_7x": True, "ulimits": ulimits}
+    assert required == {
+        **profile["host"]["kernel"],
+        "page_size": 4096,
+        "kho_on_7x": True,
+        "ulimits": ulimits,
+        "cmdline_waived": [],
+    }
     # the role's kernel_check_limits as -e gives it (text): false leaves the ulimits unchecked
     assert filters["kernel_expectation"](planned, {}, False, "false")["ulimits"] is None
     assert filters["kernel_expectation"](planned)["kho_on_7x"] is True
@@ -501,6 +507,7 @@ def test_what_every_node_must_have_is_the_profile_s_kernel_the_role_s_expect_and
         "release": "x",
         "kho_on_7x": True,
         "ulimits": None,
+        "cmdline_waived": [],
     }
     with pytest.raises(AnsibleFilterError, match="kernel_expectation: needs a serving_profile result"):
         filters["kernel_expectation"]({"plan": {}})

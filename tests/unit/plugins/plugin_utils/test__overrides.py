@@ -417,3 +417,33 @@ def test_every_privilege_case_as_an_override_gets_the_profiles_verdict(name: str
     assert any(severity == "error" for severity, _m, _f in expected), expected
     got = _override_said(SPARK3, "tp3-triangle", {"container": {"docker_run_args": extra}})
     assert {item for item in got if item[0] == "error"} == {item for item in expected if item[0] == "error"}
+
+
+# --- issue 26: the allow-lists judge a host's overrides as they judge the profile ---------------------------------
+ALLOW_LIST_OVERRIDES = {
+    "a volume driver's writable bind of /": (
+        [
+            "--mount=type=volume,target=/host,volume-driver=local,volume-opt=type=none,volume-opt=o=bind,"
+            "volume-opt=device=/"
+        ],
+        "volume-drivers",
+    ),
+    "/etc read-only": (["-v/etc:/x:ro"], "host-mounts"),
+    "/proc/1/root": (["--volume", "/proc/1/root:/r"], "host-mounts"),
+    "/var/spool/cron writable": (["--volume=/var/spool/cron:/c"], "bind-sources"),
+    "/dev/mem by a cgroup rule": (["--device-cgroup-rule=c 1:1 rwm"], "dangerous-devices"),
+    "a SCSI generic device": (["--device=/dev/sg0"], "dangerous-devices"),
+    "SYS_RESOURCE": (["--cap-add", "sys_resource"], "dangerous-capabilities"),
+    "the node's user namespace": (["--userns=host"], "host-namespaces"),
+    "OOM-proof": (["--oom-score-adj=-1000"], "oom-protected"),
+}
+
+
+@pytest.mark.parametrize("extra,check", ALLOW_LIST_OVERRIDES.values(), ids=ALLOW_LIST_OVERRIDES.keys())
+def test_an_override_gets_the_allow_lists_verdict(extra: list[str], check: str) -> None:
+    profile = validate_profile(json.loads(SPARK3.read_text()), "p")
+    with pytest.raises(ProfileError) as caught:
+        build_plan(profile, "tp3-triangle", hosts(3, {"container": {"docker_run_args": extra}}))
+    (problem,) = [p for p in caught.value.problems if p.where.startswith(f"host {WORKER}: dgxspark_overrides")]
+    assert problem.where == f"host {WORKER}: dgxspark_overrides.container.docker_run_args[0]", problem.render()
+    assert f'"{check}": "<why>"' in problem.hint and f"refused by the rule {check}" in problem.hint

@@ -15,12 +15,12 @@ import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_args import (
-    DANGEROUS_CAPABILITIES,
     DOCKER_RUN_OPTIONS,
     NEEDED_CAPABILITIES,
     PRIVILEGE_CHECKS,
     privilege_policy,
 )
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.policy import CAPABILITY_REACH
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import WAIVABLE_CHECKS
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, SPARK8
@@ -37,15 +37,60 @@ REFUSED = {
     "docker socket": (["--volume=/var/run/docker.sock:/var/run/docker.sock"], "host-mounts", "root on the node"),
     "docker socket read-only": (["--volume=/run/docker.sock:/d.sock:ro"], "host-mounts", "a container engine's"),
     "/run": (["--volume=/run:/hostrun:ro"], "host-mounts", "/run of the host is bound"),
-    "etc writable": (["--volume=/etc:/host-etc"], "host-mounts", "/etc of the host is bound writable"),
-    "etc subdir writable": (["--volume=/etc/systemd/system:/x:rw"], "host-mounts", "bound writable"),
-    "proc writable": (["--volume=/proc:/host-proc:rw"], "host-mounts", "/proc of the host is bound writable"),
+    "etc writable": (["--volume=/etc:/host-etc"], "host-mounts", "/etc of the host is bound into the rank"),
+    "etc subdir writable": (["--volume=/etc/systemd/system:/x:rw"], "host-mounts", "the system directory /etc"),
+    "proc writable": (["--volume=/proc:/host-proc:rw"], "host-mounts", "/proc of the host is bound"),
     "sys by --mount": (["--mount=type=bind,source=/sys,target=/hsys"], "host-mounts", "/sys of the host is bound"),
     "sys by --mount, read-only at the top only": (
         ["--mount=type=bind,source=/sys,target=/hsys,readonly,bind-recursive=writable"],
         "host-mounts",
-        "/sys of the host is bound writable into the rank (read-only at the top only: bind-recursive=writable",
+        "/sys of the host is bound into the rank",
     ),
+    # issue 26: the system paths read-only too, and what the old read-only list left out
+    "etc read-only": (["--volume=/etc:/host-etc:ro"], "host-mounts", "read-only or not"),
+    "etc read-only, short and glued": (["-v/etc:/x:ro"], "host-mounts", "/etc of the host is bound"),
+    "etc by --mount=, src": (["--mount=type=bind,src=/etc,dst=/x,ro"], "host-mounts", "/etc of the host"),
+    "ssh host key": (["--volume=/etc/ssh/ssh_host_ed25519_key:/k:ro"], "host-mounts", "the system directory /etc"),
+    "guard's config": (["--volume=/etc/dgxspark-memguard:/g:ro"], "host-mounts", "the system directory /etc"),
+    "proc 1 root read-only": (["--volume=/proc/1/root:/r:ro"], "host-mounts", "the system directory /proc"),
+    "proc 1 root, separate": (["--volume", "/proc/1/root:/r"], "host-mounts", "/proc/1/root of the host"),
+    "home writable": (["--volume=/home:/h"], "host-mounts", "the system directory /home"),
+    "root's ssh": (["--volume=/root/.ssh:/s:ro"], "host-mounts", "the system directory /root"),
+    "var run read-only": (["--volume=/var/run:/vr:ro"], "host-mounts", "the system directory /var/run"),
+    "var holds var run": (["--volume=/var:/v:ro"], "host-mounts", "it holds the system directory /var/run"),
+    "boot": (["--mount=type=bind,source=/boot,target=/b,readonly"], "host-mounts", "the system directory /boot"),
+    "usr lib, uppercase options": (
+        ["--mount", "type=bind,source=/usr/lib,target=/l,readonly=true"],
+        "host-mounts",
+        "/usr",
+    ),
+    "etc through a weights-like path": (
+        ["--mount=type=bind,source=/models/../etc,target=/x,readonly"],
+        "host-mounts",
+        "/etc of the host is bound",
+    ),
+    "the engine's state": (["--volume=/var/lib/docker/volumes:/v:ro"], "host-mounts", "/var/lib/docker"),
+    "guard's socket": (["--volume=/run/dgxspark-memguard:/c:ro"], "host-mounts", "the system directory /run"),
+    "a socket bound from elsewhere": (["--volume=/srv/x/docker.sock:/d.sock:ro"], "host-mounts", "engine's socket"),
+    "var spool cron": (["--volume=/var/spool/cron:/c"], "bind-sources", "outside the paths a rank may have"),
+    "lib systemd": (["--volume=/lib/systemd/system:/s"], "bind-sources", "/lib/systemd/system of the host"),
+    "a scratch directory": (["--volume=/scratch:/scratch"], "bind-sources", "host.secrets_dir /etc/dgxspark/secrets"),
+    "a volume driver's bind of /": (
+        [
+            "--mount=type=volume,target=/host,volume-driver=local,volume-opt=type=none,volume-opt=o=bind,"
+            "volume-opt=device=/"
+        ],
+        "volume-drivers",
+        "a volume driver's options mount whatever they name",
+    ),
+    "volume-opt alone": (
+        ["--mount=type=volume,src=v,target=/v,volume-opt=device=/etc,volume-opt=o=bind"],
+        "volume-drivers",
+        "volume-opt=",
+    ),
+    "--volume-driver": (["--volume-driver=local"], "volume-drivers", "a volume driver mounts whatever"),
+    "--volumes-from": (["--volumes-from=other"], "volume-drivers", "another container's mounts"),
+    "--volumes-from, separate": (["--volumes-from", "c:ro"], "volume-drivers", "another container's mounts"),
     "root by --mount": (
         ["--mount=type=bind,source=/,target=/host,readonly"],
         "host-mounts",
@@ -60,6 +105,13 @@ REFUSED = {
     "SYS_RAWIO": (["--cap-add=SYS_RAWIO"], "dangerous-capabilities", "raw I/O ports"),
     "NET_ADMIN": (["--cap-add=NET_ADMIN"], "dangerous-capabilities", "the node's interfaces, routes"),
     "ALL": (["--cap-add=ALL"], "dangerous-capabilities", "every capability"),
+    "all, lower case": (["--cap-add", "all"], "dangerous-capabilities", "every capability"),
+    "cap_sys_admin, lower case": (["--cap-add", "cap_sys_admin"], "dangerous-capabilities", "mount, namespaces"),
+    "SYS_RESOURCE": (["--cap-add=SYS_RESOURCE"], "dangerous-capabilities", "resource limits"),
+    "PERFMON": (["--cap-add=PERFMON"], "dangerous-capabilities", "perf"),
+    "AUDIT_CONTROL": (["--cap-add=AUDIT_CONTROL"], "dangerous-capabilities", "audit rules"),
+    "LINUX_IMMUTABLE": (["--cap-add=LINUX_IMMUTABLE"], "dangerous-capabilities", "immutable"),
+    "a capability no seed needs": (["--cap-add=CAP_WAKE_ALARM"], "dangerous-capabilities", "no seed needs"),
     "dev mem": (["--device=/dev/mem"], "dangerous-devices", "--device /dev/mem gives the rank the node's physical"),
     "dev kmem": (["--device=/dev/kmem:/dev/kmem:rw"], "dangerous-devices", "physical memory"),
     "dev port": (["--device=/dev/port"], "dangerous-devices", "I/O ports"),
@@ -67,8 +119,20 @@ REFUSED = {
     "a partition": (["--device=/dev/sda1:/dev/xvda"], "dangerous-devices", "block device"),
     "a mapper device": (["--device=/dev/mapper/root"], "dangerous-devices", "block device"),
     "all of /dev": (["--device=/dev"], "dangerous-devices", "block device"),
-    "a cgroup rule for every device": (["--device-cgroup-rule=a *:* rwm"], "dangerous-devices", "every device"),
-    "a cgroup rule for block devices": (["--device-cgroup-rule=b 8:* rwm"], "dangerous-devices", "block devices"),
+    "a SCSI generic device": (["--device=/dev/sg0"], "dangerous-devices", "SCSI/NVMe character devices"),
+    "an NVMe character device": (["--device=/dev/ng0n1"], "dangerous-devices", "not a device a rank needs"),
+    "a terminal": (["--device", "/dev/tty0"], "dangerous-devices", "consoles"),
+    "a path through infiniband": (["--device=/dev/infiniband/../mem"], "dangerous-devices", "--device /dev/mem"),
+    "a cgroup rule for every device": (["--device-cgroup-rule=a *:* rwm"], "dangerous-devices", "'a *:* rwm'"),
+    "a cgroup rule for block devices": (["--device-cgroup-rule=b 8:* rwm"], "dangerous-devices", "open the devices"),
+    "a cgroup rule for /dev/mem": (["--device-cgroup-rule=c 1:1 rwm"], "dangerous-devices", "is /dev/mem"),
+    "userns host": (["--userns=host"], "host-namespaces", "the node's user namespace"),
+    "cgroupns host": (["--cgroupns=host"], "host-namespaces", "the node's cgroup namespace"),
+    "uts host, separate": (["--uts", "host"], "host-namespaces", "the node's host name"),
+    "oom kill disable": (["--oom-kill-disable"], "oom-protected", "keeps the kernel's OOM killer off the rank"),
+    "oom kill disable=true": (["--oom-kill-disable=true"], "oom-protected", "OOM killer"),
+    "oom score -1000": (["--oom-score-adj=-1000"], "oom-protected", "--oom-score-adj=-1000"),
+    "oom score -1, separate": (["--oom-score-adj", "-1"], "oom-protected", "before the rank"),
     "apparmor": (["--security-opt=apparmor=unconfined"], "apparmor-unconfined", "apparmor=unconfined lifts"),
     "apparmor, colon": (["--security-opt", "apparmor:unconfined"], "apparmor-unconfined", "AppArmor profile"),
 }
@@ -101,14 +165,15 @@ def test_refused_unless_waived(extra: list[str], check: str, message: str) -> No
 @pytest.mark.parametrize(
     "extra",
     [
-        ["--cap-add=IPC_LOCK", "--cap-add=SYS_NICE", "--cap-add=CAP_SYS_NICE"],
-        ["--volume=/etc/hosts:/etc/hosts:ro", "--volume=/sys/class/infiniband:/sys/class/infiniband:ro"],
-        ["--volume=/scratch:/scratch", "--volume=cache:/root/.cache", "--volume=/data"],
-        ["--mount=type=bind,source=/etc/pki,target=/etc/pki,readonly", "--mount=type=volume,target=/v"],
-        ["--device=/dev/infiniband/uverbs0", "--device=/dev/nvidia0", "--device-cgroup-rule=c 231:* rwm"],
-        ["--pid=container:other", "--privileged=false", "--security-opt=no-new-privileges"],
+        ["--cap-add=IPC_LOCK", "--cap-add=SYS_NICE", "--cap-add=CAP_SYS_NICE", "--cap-add=ipc_lock"],
+        ["--volume=/etc/dgxspark/secrets/hf_token:/run/secrets/hf:ro", "--volume=cache:/root/.cache", "--volume=/data"],
+        ["--mount=type=volume,target=/v", "--mount=type=volume,src=named,dst=/n", "--tmpfs=/scratch:size=1g"],
+        ["--device=/dev/infiniband/uverbs0", "--device=/dev/nvidia0", "--device=/dev/nvidia-caps/nvidia-cap1"],
+        ["--device=/dev/infiniband/rdma_cm", "--device=/dev/nvidia-uvm", "--device=/dev/nvidiactl"],
+        ["--pid=container:other", "--privileged=false", "--security-opt=no-new-privileges", "--cgroupns=private"],
+        ["--oom-kill-disable=false", "--oom-score-adj=500", "--oom-score-adj=0"],
     ],
-    ids=["needed capabilities", "read-only system files", "binds of data", "mounts", "devices", "the rest"],
+    ids=["needed capabilities", "binds of secrets", "volumes", "devices", "more devices", "namespaces", "oom"],
 )
 def test_what_ranks_need_passes(extra: list[str]) -> None:
     profile = validate(extra)
@@ -152,6 +217,7 @@ def test_trust_remote_code_warns() -> None:
         ("--volume=/models:/models:rw", True),
         ("--volume=/models/dsv41:/weights", True),  # inside the weights
         ("--volume=/:/host:ro", False),  # read-only: the weights are safe (host-mounts refuses it)
+        ("--volume=/models/../models/x:/w:ro", False),
         ("--mount=type=bind,source=/models/,target=/models", True),
         ("--mount=type=bind,source=/models,target=/models,readonly", False),
         ("--mount=type=bind,source=/models,target=/models,readonly,bind-recursive=readonly", False),
@@ -162,7 +228,7 @@ def test_trust_remote_code_warns() -> None:
 def test_weights_are_bound_read_only(volume: str, refused: bool) -> None:
     data = json.loads(SPARK8.read_text())
     data["container"]["docker_run_args"] = [a for a in data["container"]["docker_run_args"] if "/models" not in a]
-    data["waivers"] = {"host-mounts": "only the weights rule is tested here"}
+    data["waivers"] = {"host-mounts": "only the weights rule is tested here", "bind-sources": "and not this one"}
     if not refused:
         validate([volume], data=data)
         return
@@ -180,19 +246,26 @@ def test_the_policy_judges_what_renders() -> None:
 
 def test_every_check_is_waivable_and_documented() -> None:
     assert set(PRIVILEGE_CHECKS) <= set(WAIVABLE_CHECKS)
-    assert not set(NEEDED_CAPABILITIES) & set(DANGEROUS_CAPABILITIES)
+    assert not set(NEEDED_CAPABILITIES) & set(CAPABILITY_REACH)
     assert {name for name, row in DOCKER_RUN_OPTIONS.items() if row.policy} == {
         "--cap-add",
+        "--cgroupns",
         "--device",
         "--device-cgroup-rule",
         "--mount",
+        "--oom-kill-disable",
+        "--oom-score-adj",
         "--pid",
         "--privileged",
         "--security-opt",
+        "--userns",
+        "--uts",
         "--volume",
+        "--volume-driver",
+        "--volumes-from",
     }
     text = (ROOT / "docs" / "profile.md").read_text(encoding="utf-8")
     for check in PRIVILEGE_CHECKS:
         assert f"`{check}`" in text, check
-    for capability in DANGEROUS_CAPABILITIES:
+    for capability in CAPABILITY_REACH:
         assert f"`{capability}`" in text, capability
