@@ -358,7 +358,10 @@ def _render_rank(
         # the host's overrides are wrong: container parameters would only repeat it
         return _assembled(rendered, rendered["environment"], with_container=False)
     try:
-        return _assembled(rendered, rendered["environment"])
+        assembled = _assembled(rendered, rendered["environment"])
+        # the whole rendered argv, the entrypoint's and the overrides' words included: nothing it shows is hidden
+        _secrets.check_argv(assembled["argv"], f"host {host.name}: rank {rank} argv", out)
+        return assembled
     except ProfileError as exc:
         for problem in exc.problems:
             out.error(problem.where, problem.message, problem.found, problem.expected, problem.hint)
