@@ -78,7 +78,7 @@ def _spellings(flag: str) -> str:
     return "--" + chars(shortest[2:]) + optional
 
 
-_FLAG_VALUE = re.compile(r"(" + "|".join(_spellings(f) for f in SECRET_FLAGS) + r")(=|\s+)(?!<redacted)([^\s\"']+)")
+_FLAG_VALUE = re.compile(r"(" + "|".join(_spellings(f) for f in SECRET_FLAGS) + r")(=|\s+)(?!<redacted|-)([^\s\"']+)")
 _SECRET_FLAG = re.compile("(?:" + "|".join(_spellings(f) for f in SECRET_FLAGS) + ")")
 # Any other long option whose name says it takes a secret (--token, --db-password, --auth-header): its value, unless
 # the value cannot be one (a number, a boolean, an absolute path: --long-prefill-token-threshold 128, --ssl-keyfile
@@ -200,18 +200,28 @@ def redact_argv(argv: Sequence[Any]) -> list[str]:
 
 def redact(value: Any) -> Any:
     """:func:`redact_text` through strings, lists (read as an argv: :func:`redact_argv`) and mappings (a
-    problem's ``found``, a rank's environment)."""
+    problem's ``found``, a module's result, a rank's environment: a value under a secret's name is hidden whole).
+    What holds nothing to hide is returned as it is, the same object (a module result keeps its own types)."""
     if isinstance(value, str):
-        return redact_text(value)
+        shown = redact_text(value)
+        return value if shown == value else shown
     if isinstance(value, (list, tuple)):
         if all(isinstance(item, str) for item in value):
-            return type(value)(redact_argv(value))
-        return type(value)(redact(item) for item in value)
+            items: list[Any] = redact_argv(value)
+            items = [old if old == new else new for old, new in zip(value, items)]
+        else:
+            items = [redact(item) for item in value]
+        return value if all(a is b for a, b in zip(value, items)) else type(value)(items)
     if isinstance(value, Mapping):
-        return {
-            key: (redacted(str(item)) if isinstance(key, str) and secret_env_name(key, item) else redact(item))
+        shown_map = {
+            key: (
+                redacted(str(item))
+                if isinstance(key, str) and item not in (None, "") and secret_env_name(key, item)
+                else redact(item)
+            )
             for key, item in value.items()
         }
+        return value if all(shown_map[k] is value[k] for k in value) else shown_map
     return value
 
 
