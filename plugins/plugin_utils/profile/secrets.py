@@ -208,10 +208,10 @@ def redact(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         if all(isinstance(item, str) for item in value):
             items: list[Any] = redact_argv(value)
-            items = [old if old == new else new for old, new in zip(value, items)]
+            items = [old if old == new else new for old, new in zip(value, items, strict=True)]
         else:
             items = [redact(item) for item in value]
-        return value if all(a is b for a, b in zip(value, items)) else type(value)(items)
+        return value if all(a is b for a, b in zip(value, items, strict=True)) else type(value)(items)
     if isinstance(value, Mapping):
         shown_map = {
             key: (
@@ -233,7 +233,7 @@ def inline_secret(text: str) -> bool:
 def argv_secrets(argv: Sequence[Any]) -> list[int]:
     """The indexes of the elements of ``argv`` that :func:`redact_argv` hides (or hides part of): what the plan's
     scan of a rank's whole argv refuses."""
-    return [i for i, (item, shown) in enumerate(zip(argv, redact_argv(argv))) if str(item) != shown]
+    return [i for i, (item, shown) in enumerate(zip(argv, redact_argv(argv), strict=True)) if str(item) != shown]
 
 
 def mount_target(name: str) -> str:

@@ -158,7 +158,7 @@ ARGV_LEFT = [
 @pytest.mark.parametrize(("argv", "shown"), ARGV)
 def test_an_argv_hides_the_value_after_its_flag(argv: list[str], shown: list[str]) -> None:
     assert redact_argv(argv) == shown
-    assert argv_secrets(argv) == [i for i, (a, b) in enumerate(zip(argv, shown)) if a != b]
+    assert argv_secrets(argv) == [i for i, (a, b) in enumerate(zip(argv, shown, strict=True)) if a != b]
     assert redact(argv) == shown
 
 
@@ -289,8 +289,6 @@ def test_rank_container_shows_its_result_redacted(monkeypatch: pytest.MonkeyPatc
     }
     action = ActionModule.__new__(ActionModule)
     monkeypatch.setattr(action, "_execute_module", lambda **_kwargs: answer, raising=False)
-    result = action.act(
-        {"params": {"name": "vllm", "image": "x:1"}, "state": "created", "recreate": False}, {}, {}
-    )
+    result = action.act({"params": {"name": "vllm", "image": "x:1"}, "state": "created", "recreate": False}, {}, {})
     assert CANARY not in json.dumps(result) and result["changed"] is True
     assert result["container"]["Config"]["Cmd"] == ["serve", "--api-key", HIDDEN]
