@@ -39,6 +39,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.overrides import effective_data, judge
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import images as _images
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import (
     Profile,
@@ -185,6 +186,10 @@ def build_plan(
     ]
     if not out.errors:  # ranks that rendered: do they agree? (a rank that breaks a rule may still disagree)
         _check_agreement(ranks, out)
+    if not any(h.image_by_tag for h in ranked):  # an image by tag: a warning, unless the inventory says why
+        for image in sorted({r["image"] for r in ranks}):
+            if _images.pin_warning(image):
+                out.warn("$.container.image", _images.pin_warning(image), found=image)
     out.items.extend(judged.items)
     out.raise_if_errors()
     container = effective_container(profile.data, name)
