@@ -87,9 +87,9 @@ def test_it_says_what_is_redacted_and_where() -> None:
 
     for spelling in ("`-e NAME=v`", "`-eNAME=v`", "`--env NAME=v`", "`--env=NAME=v`", "`--log-opt=splunk-token=...`"):
         assert spelling in TEXT, spelling
-        assert redact_text(spelling.strip("`").replace("NAME", "HF_AUTH").replace("...", "x1")).endswith(
-            "chars>"
-        ), spelling
+        assert redact_text(spelling.strip("`").replace("NAME", "HF_AUTH").replace("...", "x1")).endswith("chars>"), (
+            spelling
+        )
     assert "`https://user:<redacted, 8 chars>@proxy`" in TEXT
     assert redact_text("https://user:password@proxy") == "https://user:<redacted, 8 chars>@proxy"
     for place in ("`plan.yml`", "`rank_container`", "log tail", "`dgxspark.cluster.redact`", "`MONKEY_COUNT`"):

@@ -142,8 +142,8 @@ def plain_pins(lock_text: str) -> str:
     for line in lock_text.replace("\\\n", " ").splitlines():
         words = line.split()
         if line.startswith("# Hashes:"):
-            lines.append("# The lock's name==version lines (tools/packaging/ee_context.py): its hashes are checked against")
-            lines.append("# every wheel of the build when it is downloaded (tools/packaging/ee_image.py).")
+            lines.append("# The lock's name==version lines (tools/packaging/ee_context.py): its hashes are checked")
+            lines.append("# against every wheel of the build when it is downloaded (tools/packaging/ee_image.py).")
         elif not words or line.lstrip().startswith("#"):
             lines.append(line)
         elif "==" in words[0]:

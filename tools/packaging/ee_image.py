@@ -248,8 +248,10 @@ def verify_wheels(wheels: Path) -> None:
             bad.append(f"{wheel.name}: sha256 {digest} is not one of the lock's {len(pinned[1])} for {version}")
         checked += 1
     if bad:
-        die("wheels that do not match the locks' hashes (make lock-hashes, or a changed file on the index):\n  "
-            + "\n  ".join(bad))
+        die(
+            "wheels that do not match the locks' hashes (make lock-hashes, or a changed file on the index):\n  "
+            + "\n  ".join(bad)
+        )
     say(f"wheels: {checked} checked against the locks' sha256 ({', '.join(UNLOCKED)} pinned by version only)")
 
 

@@ -142,7 +142,6 @@ def pin_warning(image: Any) -> str:
         f"the image is named by tag ({ref.wanted}): each node runs whatever image it holds under that tag. Name it by "
         "its repository digest (name@sha256:<digest>, from a registry) or its ID (sha256:<64 hex>: the Id docker "
         "image inspect shows on the node that built it), and the preflight's image-present and image-id "
-        "prove that every node holds that build (docs/security.md, \"Supply chain\"); an inventory whose images "
+        'prove that every node holds that build (docs/security.md, "Supply chain"); an inventory whose images '
         "cannot be pinned (the simulated clusters build theirs) says why in dgxspark_image_by_tag"
     )
-

@@ -198,7 +198,8 @@ def test_every_hashed_lock_has_a_lock_target_that_hashes_it() -> None:
         ROOT / match
         for lines in ALL_RECIPES.values()
         for line in lines
-        if (line.startswith("tools/ci/lock.sh ") and "--no-hashes" not in line) or "tools/ci/lock_hashes.py hash " in line
+        if (line.startswith("tools/ci/lock.sh ") and "--no-hashes" not in line)
+        or "tools/ci/lock_hashes.py hash " in line
         for match in re.findall(r"requirements/constraints-\S+\.txt", line)
     }
     assert regenerated == set(HASHED_LOCKS)
