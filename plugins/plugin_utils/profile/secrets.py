@@ -86,8 +86,9 @@ _SECRET_FLAG = re.compile("(?:" + "|".join(_spellings(f) for f in SECRET_FLAGS) 
 # unless a lowercase word ("--ssl-keyfile is rendered by the collection").
 _LONG_FLAG_VALUE = re.compile(r"(?<![\w-])(--[A-Za-z][A-Za-z0-9_-]*)(=|\s+)(?!<redacted)([^\s\"']+)")
 _NOT_A_SECRET_VALUE = re.compile(r"-.*|[-+]?\d+(?:\.\d+)?|true|false|yes|no|on|off|/.*", re.IGNORECASE)
-# NAME=value: an environment variable, -eNAME=value, a --log-opt or --label key (splunk-token=..., a.b.token=...).
-_ASSIGNED_NAME = re.compile(r"(?:-e)?([A-Za-z_][A-Za-z0-9_.-]*)")
+# NAME=value: an environment variable, a --log-opt or --label key (splunk-token=..., a.b.token=...), and a name glued
+# to short options (-eNAME=value, -teNAME=value, or an unknown -xNAME=value: the rule finds a word anywhere in it).
+_ASSIGNED_NAME = re.compile(r"(-{0,2})([A-Za-z_][A-Za-z0-9_.-]*)")
 # URL userinfo (scheme://user:password@host, scheme://token@host): the password, or a user alone, is hidden.
 _URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)(?:([^/\s@:\"'<]*):)?([^/\s@:\"'<]+)@")
 # An HTTP credential: "Authorization: Bearer x", "X-Api-Key: x" (a header whose name says it holds a secret), and a
@@ -174,7 +175,13 @@ def redact_text(text: str) -> str:
         for k in range(len(words) - 1):
             value = "=".join(words[k + 1 :])
             named = _ASSIGNED_NAME.fullmatch(words[k])
-            if named and value and not value.startswith("<redacted") and secret_env_name(named.group(1), value):
+            if not named or not value or value.startswith("<redacted"):
+                continue
+            if named.group(1) == "--":  # a long option's own value: --token=x, not --ssl-keyfile=/run/secrets/k
+                hide = _secret_flag_value(f"--{named.group(2)}", value)
+            else:
+                hide = secret_env_name(named.group(2), value)
+            if hide:
                 parts[index] = "=".join(words[: k + 1]) + "=" + redacted(value)
                 break
     text = "".join(parts)
@@ -326,8 +333,18 @@ def check_docker_args(args: Sequence[str], paths: Sequence[str], out: Collector)
 
 
 def _redacted_option(text: str, is_env: bool, var: str, val: str) -> str:
-    if is_env and val:
-        return redact_text(text).replace(f"{var}={val}", f"{var}={redacted(val)}")
+    """An option refused as a secret, as its problem shows it: an environment option as the option, the variable's
+    name and the length of everything after it (``-e NAME=<redacted, 12 chars>``, whatever separates them: a value
+    written ``-eNAME value`` is hidden too); any other as :func:`redact_text` shows it."""
+    if is_env:
+        value = f"{var}={val}" if val else var
+        name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", value)
+        shown = name.group(0) if name else ""
+        rest = value[len(shown) :].removeprefix("=")
+        head = text[: len(text) - len(value)] if text.endswith(value) else redact_text(text)
+        if not text.endswith(value):
+            return head
+        return head + shown + (f"={redacted(rest)}" if rest else "")
     return redact_text(text)
 
 

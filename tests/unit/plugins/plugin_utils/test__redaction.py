@@ -40,6 +40,8 @@ HIDES: dict[str, list[tuple[str, str]]] = {
         (f"--env VLLM_API_KEY={CANARY}", f"--env VLLM_API_KEY={HIDDEN}"),
         (f"--env=VLLM_API_KEY={CANARY}", f"--env=VLLM_API_KEY={HIDDEN}"),
         (f"-eHF_AUTH={CANARY}", f"-eHF_AUTH={HIDDEN}"),
+        (f"-teHF_AUTH={CANARY}", f"-teHF_AUTH={HIDDEN}"),  # glued to other short options
+        (f"-xVLLM_API_KEY={CANARY}", f"-xVLLM_API_KEY={HIDDEN}"),  # an unknown option: refused as one, still hidden
         (f"KEY_ID={CANARY}", f"KEY_ID={HIDDEN}"),
         (f"MY_TOKEN_VALUE={CANARY}", f"MY_TOKEN_VALUE={HIDDEN}"),
         (f"db_password={CANARY}", f"db_password={HIDDEN}"),
@@ -106,6 +108,7 @@ LEAVES: dict[str, list[str]] = {
         "--allow-credentials=true",
         "--ssl-keyfile is rendered by the collection",  # prose: a lowercase word after a space
         "--max-num-batched-tokens=6144",
+        "--ssl-keyfile=/run/secrets/tls_key",  # a long option's path, written with =
     ],
     "a URL's userinfo": [
         "https://github.com/christopherowen/spark-ds41f.git",
@@ -243,6 +246,10 @@ def test_a_secret_value_in_the_environment_is_refused_whatever_its_name(env: dic
         [f"--health-cmd=curl -H 'Authorization: Bearer {CANARY}' localhost"],
         ["-e", f"HTTPS_PROXY=http://u:{CANARY}@proxy"],
         [f"-eVLLM_API_KEY=sk-{CANARY}"],
+        [f"-xVLLM_API_KEY=sk-{CANARY}"],  # not a docker run option: refused as a secret first, never shown
+        [f"--envVLLM_API_KEY=sk-{CANARY}"],
+        [f"-eVLLM_API_KEY sk-{CANARY}"],  # a value after a space, in one element
+        ["-e", f"VLLM_API_KEY sk-{CANARY}"],
     ],
 )
 def test_a_secret_in_a_docker_option_is_refused(args: list[str]) -> None:
