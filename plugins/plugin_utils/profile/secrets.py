@@ -336,16 +336,13 @@ def _redacted_option(text: str, is_env: bool, var: str, val: str) -> str:
     """An option refused as a secret, as its problem shows it: an environment option as the option, the variable's
     name and the length of everything after it (``-e NAME=<redacted, 12 chars>``, whatever separates them: a value
     written ``-eNAME value`` is hidden too); any other as :func:`redact_text` shows it."""
-    if is_env:
-        value = f"{var}={val}" if val else var
-        name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", value)
-        shown = name.group(0) if name else ""
-        rest = value[len(shown) :].removeprefix("=")
-        head = text[: len(text) - len(value)] if text.endswith(value) else redact_text(text)
-        if not text.endswith(value):
-            return head
-        return head + shown + (f"={redacted(rest)}" if rest else "")
-    return redact_text(text)
+    value = f"{var}={val}" if val else var
+    if not is_env or not text.endswith(value):
+        return redact_text(text)
+    name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", value)
+    shown = name.group(0) if name else ""
+    rest = value[len(shown) :].removeprefix("=")
+    return text[: len(text) - len(value)] + shown + (f"={redacted(rest)}" if rest else "")
 
 
 def check_command(container: Mapping[str, Any], out: Collector) -> None:
