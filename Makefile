@@ -266,9 +266,9 @@ lock: ## refresh requirements/constraints-py313.txt and constraints-py311.txt (w
 	$(call stage,lock: requirements/compat.in -> constraints-py311.txt)
 	tools/ci/lock.sh $(PY311) requirements/compat.in requirements/constraints-py311.txt $(BUILD)/lock-py311
 
-# lock-hashes: the hashes of every hashed lock afresh from PyPI, every pinned version kept (nothing is
-# resolved). The EE's lock has none: ansible-builder reads it as name==version (mk/packaging.mk).
-HASHED_LOCKS = $(filter-out requirements/constraints-ee-py313.txt,$(wildcard requirements/constraints-*.txt))
+# lock-hashes: the hashes of every lock afresh from PyPI, every pinned version kept (nothing is resolved); the
+# EE's too (ansible-builder is given its name==version lines: mk/packaging.mk).
+HASHED_LOCKS = $(wildcard requirements/constraints-*.txt)
 lock-hashes: ## re-hash requirements/constraints-*.txt (every file of each pinned version), no version changes
 	$(call stage,lock-hashes: $(HASHED_LOCKS))
 	@[[ -n "$(PY313)" && -x "$(PY313)" ]] || { echo "lock-hashes: no Python 3.13 found; set PY313=/path/to/python3.13" >&2; exit 1; }

@@ -124,14 +124,16 @@ lock-builder: ## refresh requirements/constraints-builder-py313.txt (full pip fr
 	sed -i 's/^# Regenerate with: make lock /# Regenerate with: make lock-builder /' requirements/constraints-builder-py313.txt
 
 # The EE's lock leaves pip out: the EE's base image brings its own (Debian's pip wheel, sim/images/ee-base/).
-# It has no hashes either (--no-hashes): ansible-builder's introspection reads the file line by line as
-# name==version requirements (tests/ee), and the requirements it adds for the collections (community.docker's
-# `docker`) are unpinned, which hash-checking mode refuses. The image's build installs the wheels that
-# tools/packaging/ee_image.py downloads on this machine for these pins.
-lock-ee: ## refresh requirements/constraints-ee-py313.txt (full pip freeze of ee.in, without pip, without hashes)
+# It is hashed like every other lock (pip removed first, then tools/ci/lock_hashes.py), but ansible-builder cannot
+# install with the hashes: its introspection reads the file line by line and adds the collections' own requirements
+# unpinned (community.docker's `docker`), which hash-checking mode refuses. So tools/packaging/ee_context.py gives
+# ansible-builder the lock's name==version lines, and tools/packaging/ee_image.py checks every wheel it downloads
+# for the build against the lock's hashes before the wheel enters the context (docs/security.md).
+lock-ee: ## refresh requirements/constraints-ee-py313.txt (full pip freeze of ee.in, without pip, hashed)
 	tools/ci/lock.sh --no-hashes $(PY313) requirements/ee.in requirements/constraints-ee-py313.txt .build/lock-ee-py313
 	sed -i -e 's/^# Regenerate with: make lock .*/# Regenerate with: make lock-ee   (do not edit by hand; pip left out: the base image has Debian'"'"'s)/' \
 	    -e '/^pip==/d' requirements/constraints-ee-py313.txt
+	$(PY313) tools/ci/lock_hashes.py hash requirements/constraints-ee-py313.txt
 
 clean-packaging: ## remove the side venvs, .build/collection, the EE's context and its wheels (not its images)
 	rm -rf $(AWX_VENV) $(GALAXY_VENV) $(BUILDER_VENV) .build/collection $(EE_STAGE) $(EE_CONTEXT) $(EE_CACHE)

@@ -15,6 +15,7 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import RANK_CONTAINER
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.container import PARAMETERS
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.secrets import redact
 
 MODULE = "community.docker.docker_container"
 
@@ -42,5 +43,7 @@ class ActionModule(ValidatedAction):
             "state": "present" if args["state"] == "created" else "started",
             "recreate": args["recreate"],
         }
-        result.update(self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars))
+        # the container's inspect, the diff and the module's invocation as shown (-v, -vvv) go through the one
+        # redaction: the plan refuses a secret in a rank, and if one is there all the same it is not printed
+        result.update(redact(self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)))
         return result

@@ -77,6 +77,7 @@ class FilterModule:
             "memory_budget": _checked(lazy("plugin_utils._api", "memory_budget")),
             "docker_container_params": _checked(lazy("plugin_utils.plan.container", "docker_container_params")),
             "secret_env_names": secret_env_names,
+            "redact": lazy("plugin_utils.profile.secrets", "redact"),
             "plan_bound": _checked(plan_bound),
             "memory_budget_figures": memory_budget_figures,
         }

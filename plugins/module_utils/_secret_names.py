@@ -8,18 +8,22 @@ which refuses one in a rank's environment (``plugin_utils/profile/secrets.py``, 
 refusal needs, a ``*_PATH``/``*_FILE`` variable naming an absolute path); and the vllm_container role's
 ``no_log``, through the ``dgxspark.cluster.secret_env_names`` filter. Here, so node code can import it too.
 
-The rule, case-insensitive, a secret when the name has:
+The rule, case-insensitive, a secret when the name has, anywhere in it (at its start, in its middle or at its
+end, glued to other letters or not):
 
-- ``TOKEN`` not followed by a letter (``HF_TOKEN``, ``HUGGING_FACE_HUB_TOKEN``, ``GITHUBTOKEN``,
-  ``HF_TOKEN_PATH``, ``TOKEN2``), except a count per token (``*PER_TOKEN*``, the sim engine's
-  ``SIM_ENGINE_KV_BYTES_PER_TOKEN``); ``MAX_TOKENS`` or ``TOKENIZERS_PARALLELISM`` are not;
-- ``SECRET``, ``PASSW`` (``PASSWORD``, ``PASSWD``), ``PASSPHRASE``, ``CREDENTIAL`` or ``PRIVATE`` anywhere;
-- ``API_KEY``/``APIKEY`` or ``ACCESS_KEY``/``ACCESSKEY`` anywhere, or ``KEY`` as a word of its own
-  (``SSH_KEY``, ``KEY_ID``; not ``NCCL_IB_PKEY``, a partition key index, nor ``KEYBOARD``).
+- ``TOKEN`` (``HF_TOKEN``, ``TOKEN_ID``, ``GITHUBTOKEN``, ``AUTHTOKENVALUE``, ``HF_TOKEN_PATH``), except a count or
+  a tokenizer: ``TOKENS`` and ``TOKENIZ...`` (``MAX_TOKENS``, ``TOKENIZERS_PARALLELISM``) and a count per token
+  (``*PER_TOKEN*``, the sim engine's ``SIM_ENGINE_KV_BYTES_PER_TOKEN``);
+- ``KEY`` (``KEY_ID``, ``SSH_KEY_DATA``, ``VLLM_API_KEY``, ``SIGNINGKEY``), except ``KEYBOARD`` and an InfiniBand
+  partition key index (``IB_PKEY``: ``NCCL_IB_PKEY``, ``UCX_IB_PKEY``). ``MONKEY_COUNT`` is a secret's name too:
+  the rule knows no English, and a dictionary of harmless words would only ever grow; rename such a variable;
+- ``AUTH`` (``HF_AUTH``, ``AUTH_HEADER``, ``PROXY_AUTHORIZATION``, ``BASICAUTH``), except ``AUTHOR``/``AUTHORS`` as
+  a word (``GIT_AUTHOR_NAME``);
+- ``SECRET``, ``PASSW`` (``PASSWORD``, ``PASSWD``), ``PASSPHRASE``, ``CREDENTIAL`` or ``PRIVATE``.
 
-It is the union of what the three rules it replaces redacted, less ``TOKEN`` followed by a letter and
-``PER_TOKEN``: counts and tokenizers, never secrets, which a plan must be able to set. Over-matching only hides
-a value; a secret it missed would be shown, so it leans to matching.
+Over-matching only hides a value (and the plan refuses it: rename the variable or give the secret as a file); a
+secret it missed would be shown, so it leans to matching. The exceptions are the few names a serving profile
+must be able to set (counts, tokenizers, NCCL's partition key) and nothing else.
 
 No Ansible imports: a plain function over a string, standard library only, like the rest of module_utils.
 """
@@ -29,9 +33,10 @@ from __future__ import annotations
 import re
 
 SECRET_NAME = re.compile(
-    r"(?<!^PER_)(?<!_PER_)TOKEN(?![A-Z])"  # a token; not a count per token, not TOKENS or TOKENIZER
-    r"|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE"
-    r"|API_?KEY|ACCESS_?KEY|(?:^|_)KEY(?![A-Z])",  # a key; not NCCL_IB_PKEY, not KEYBOARD
+    r"(?<!^PER_)(?<!_PER_)TOKEN(?!S|IZ)"  # a token; not a count per token, not TOKENS or TOKENIZER
+    r"|(?<!IB_P)KEY(?!BOARD)"  # a key; not NCCL_IB_PKEY (a partition key index), not KEYBOARD
+    r"|AUTH(?!ORS?(?![A-Z]))"  # an authorization; not AUTHOR(S) as a word
+    r"|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE",
     re.IGNORECASE,
 )
 

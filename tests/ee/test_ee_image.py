@@ -70,10 +70,12 @@ def in_image(*argv: str, volumes: tuple[str, ...] = (), env: dict[str, str] | No
 
 
 def _pins() -> dict[str, str]:
+    """name -> version of the EE's lock, whose pins carry hashes on continuation lines (`name==version \\`, then
+    `--hash=sha256:...`)."""
     pins = {}
-    for line in EE_LOCK.read_text().splitlines():
+    for line in EE_LOCK.read_text().replace("\\\n", " ").splitlines():
         if line.strip() and not line.startswith("#"):
-            name, version = line.split("==")
+            name, version = line.split()[0].split("==")
             pins[canonicalize_name(name)] = version
     return pins
 

@@ -80,17 +80,37 @@ def test_its_guard_figures_are_the_daemons() -> None:
 
 
 @pytest.mark.parametrize(
-    "word", ["TOKEN", "SECRET", "PASSW", "PASSPHRASE", "PRIVATE", "CREDENTIAL", "API_KEY", "ACCESS_KEY", "KEY"]
+    "word", ["TOKEN", "KEY", "AUTH", "SECRET", "PASSW", "PASSPHRASE", "PRIVATE", "CREDENTIAL", "API_KEY", "ACCESS_KEY"]
 )
 def test_the_names_it_says_are_redacted_are(word: str) -> None:
-    assert f"`{word}`" in TEXT
-    assert is_secret_name(f"X_{word}_Y")
+    assert f"`{word}`" in TEXT or f"`{word} (" in TEXT or f"`{word}` (" in TEXT
+    for name in (f"{word}_Y", f"X_{word}_Y", f"X_{word}", f"X{word}Y"):  # "anywhere in the name", as it says
+        assert is_secret_name(name), name
 
 
-@pytest.mark.parametrize("name", ["MAX_TOKENS", "TOKENIZERS_PARALLELISM", "SIM_ENGINE_KV_BYTES_PER_TOKEN"])
+@pytest.mark.parametrize(
+    "name", ["MAX_TOKENS", "TOKENIZERS_PARALLELISM", "SIM_ENGINE_KV_BYTES_PER_TOKEN", "NCCL_IB_PKEY", "GIT_AUTHOR_NAME"]
+)
 def test_the_names_it_says_are_not_secrets_are_not(name: str) -> None:
     assert f"`{name}`" in TEXT
     assert not is_secret_name(name)
+
+
+def test_it_says_what_is_redacted_and_where() -> None:
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.secrets import redact_text
+
+    for spelling in ("`-e NAME=v`", "`-eNAME=v`", "`--env NAME=v`", "`--env=NAME=v`", "`--log-opt=splunk-token=...`"):
+        assert spelling in TEXT, spelling
+        assert redact_text(spelling.strip("`").replace("NAME", "HF_AUTH").replace("...", "x1")).endswith("chars>"), (
+            spelling
+        )
+    assert "`https://user:<redacted, 8 chars>@proxy`" in TEXT
+    assert redact_text("https://user:password@proxy") == "https://user:<redacted, 8 chars>@proxy"
+    for place in ("`plan.yml`", "`rank_container`", "log tail", "`dgxspark.cluster.redact`", "`MONKEY_COUNT`"):
+        assert place in TEXT, place
+    ee_lock = (ROOT / "requirements" / "constraints-ee-py313.txt").read_text(encoding="utf-8")
+    pins = len(re.findall(r"^[A-Za-z0-9][A-Za-z0-9._-]*==", ee_lock, re.M))
+    assert "## Supply chain" in DOC and "`dgxspark_image_by_tag`" in TEXT and f"its {pins} packages" in TEXT
 
 
 def test_the_checks_it_names_exist() -> None:

@@ -16,6 +16,9 @@ STAGE is where execution-environment.yml's additional_build_files take the colle
    a file the release does not list, or lists with another checksum, stops the script.
 3. `ansible-builder create` (BUILDER_VENV) from execution-environment.yml into CONTEXT: the Containerfile
    and _build/ (the requirement files, ansible-builder's scripts, the staged collections).
+4. CONTEXT/_build/requirements.txt, ansible-builder's copy of the EE's hashed lock, rewritten as the lock's
+   name==version lines: ansible-builder adds the collections' own requirements unpinned, which pip's
+   hash-checking mode would refuse; the hashes are checked where the wheels come from (tools/packaging/ee_image.py).
 
 STAGE and CONTEXT are made afresh. tests/ee checks what this writes (make ee-check).
 """
@@ -133,6 +136,29 @@ def create(builder_venv: Path, context: Path) -> None:
     )
 
 
+def plain_pins(lock_text: str) -> str:
+    """A hashed lock's text as name==version lines (its comments kept, its --hash options dropped)."""
+    lines = []
+    for line in lock_text.replace("\\\n", " ").splitlines():
+        words = line.split()
+        if line.startswith("# Hashes:"):
+            lines.append("# The lock's name==version lines (tools/packaging/ee_context.py): its hashes are checked")
+            lines.append("# against every wheel of the build when it is downloaded (tools/packaging/ee_image.py).")
+        elif not words or line.lstrip().startswith("#"):
+            lines.append(line)
+        elif "==" in words[0]:
+            lines.append(words[0])
+    return "\n".join(lines) + "\n"
+
+
+def unhash_requirements(context: Path) -> None:
+    """ansible-builder's copy of the EE's lock in the context, as name==version lines (step 4)."""
+    copied = context / "_build" / "requirements.txt"
+    if not copied.is_file():
+        sys.exit(f"{copied}: ansible-builder wrote no Python requirements (execution-environment.yml's python)")
+    copied.write_text(plain_pins(copied.read_text()))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, required=True, help="the collection's venv (.venv)")
@@ -147,6 +173,7 @@ def main() -> int:
     build_own(venv, stage)
     stage_dependencies(venv, stage)
     create(builder_venv, context)
+    unhash_requirements(context)
     print(f"build context: {context.relative_to(ROOT)} (Containerfile, _build/); no image built")
     return 0
 

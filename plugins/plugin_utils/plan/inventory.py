@@ -36,6 +36,9 @@ CABLING_VAR = "dgxspark_fabric_cabling"
 FABRIC_NCCL_VAR = "fabric_nccl"
 # The address Ansible manages the host on (SSH): the fabric must be another network (seed 000).
 MANAGEMENT_VAR = "ansible_host"
+# Why this cluster's image is named by tag, not by digest or ID (the simulated clusters: built on this machine, no
+# registry); without it a tag-only image is a warning of the plan (_images.pin_warning).
+IMAGE_BY_TAG_VAR = "dgxspark_image_by_tag"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Host:
     """``ansible_host``: where Ansible reaches the host (an address or a name)."""
     overrides_from: str | None = None
     """The inventory file that sets ``dgxspark_overrides`` (``_overrides.origin_of``), when the files show it."""
+    image_by_tag: Any = None
+    """``dgxspark_image_by_tag``: why the inventory names its image by tag (None: the plan warns of a tag)."""
 
 
 def cluster_groups(given: Any = None, legacy: Mapping[str, Any] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -128,6 +133,7 @@ def hosts_from_inventory(
                 discovered=variables.get(FABRIC_NCCL_VAR),
                 management_address=variables.get(MANAGEMENT_VAR),
                 overrides_from=origin_of(name, variables) if overrides else None,
+                image_by_tag=variables.get(IMAGE_BY_TAG_VAR),
             )
         )
     return hosts, [h for h in heads if h in workers]

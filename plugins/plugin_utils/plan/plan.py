@@ -43,6 +43,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import inputs as kv_inputs
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import api_access as _api_access
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import docker_args as docker
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import images as _images
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile import secrets as _secrets
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import (
     Profile,
@@ -243,6 +244,10 @@ def build_plan(
     ]
     if not out.errors:  # ranks that rendered: do they agree? (a rank that breaks a rule may still disagree)
         _check_agreement(ranks, out)
+    if not any(h.image_by_tag for h in ranked):  # an image by tag: a warning, unless the inventory says why
+        for image in sorted({r["image"] for r in ranks}):
+            if _images.pin_warning(image):
+                out.warn("$.container.image", _images.pin_warning(image), found=image)
     out.items.extend(judged.items)
     out.raise_if_errors()
     container = effective_container(profile.data, name)
@@ -431,7 +436,10 @@ def _render_rank(
         # the host's overrides are wrong: container parameters would only repeat it
         return _assembled(rendered, rendered["environment"], name, with_container=False)
     try:
-        return _assembled(rendered, rendered["environment"], name)
+        assembled = _assembled(rendered, rendered["environment"], name)
+        # the whole rendered argv, the entrypoint's and the overrides' words included: nothing it shows is hidden
+        _secrets.check_argv(assembled["argv"], f"host {host.name}: rank {rank} argv", out)
+        return assembled
     except ProfileError as exc:
         for problem in exc.problems:
             out.error(problem.where, problem.message, problem.found, problem.expected, problem.hint)

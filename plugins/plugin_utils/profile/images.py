@@ -127,3 +127,21 @@ def check_image_reference(image: Any, where: str, out: Collector) -> None:
             found=image,
             expected=f"{ref.repository}@{ref.digest} (the repository digest), or the image ID alone (sha256:<64 hex>)",
         )
+
+
+def pin_warning(image: Any) -> str:
+    """Why an image named by tag alone is worth a warning on a real cluster, or empty for one named by digest or
+    ID (or not a string): a tag names whatever image each node has under it, so the preflight can prove no more
+    than that the tag is there."""
+    if not isinstance(image, str):
+        return ""
+    ref = parse_reference(image)
+    if ref.digest:
+        return ""
+    return (
+        f"the image is named by tag ({ref.wanted}): each node runs whatever image it holds under that tag. Name it by "
+        "its repository digest (name@sha256:<digest>, from a registry) or its ID (sha256:<64 hex>: the Id docker "
+        "image inspect shows on the node that built it), and the preflight's image-present and image-id "
+        'prove that every node holds that build (docs/security.md, "Supply chain"); an inventory whose images '
+        "cannot be pinned (the simulated clusters build theirs) says why in dgxspark_image_by_tag"
+    )

@@ -129,6 +129,8 @@ def validate_profile(raw: Any, source: str = "<profile>", lines: Mapping[str, in
         if isinstance(shape, Mapping) and isinstance(shape.get("environment"), Mapping):
             if clean(f"$.shapes.{name}.environment"):
                 _secrets.check_environment(shape["environment"], f"$.shapes.{name}.environment", out, secrets)
+    if isinstance(data.get("container"), Mapping) and clean("$.container.entrypoint", "$.container.model_path"):
+        _secrets.check_command(data["container"], out)
     for where, image in _images_named(data, shapes):
         if clean(where):
             check_image_reference(image, where, out)

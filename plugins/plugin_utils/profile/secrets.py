@@ -59,7 +59,6 @@ SECRET_FLAGS = {
     "--api-key": "vLLM's API key",
     "--hf-token": "the Hugging Face token",
 }
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SEPARATORS = re.compile(r"(\s+|[,;\"'])")
 # The shortest unique prefix of each in vLLM 0.33.0's option table (argparse completes any longer one): a test
 # checks these against the table, which this module does not load (redaction runs wherever a problem is made).
@@ -79,7 +78,24 @@ def _spellings(flag: str) -> str:
     return "--" + chars(shortest[2:]) + optional
 
 
-_FLAG_VALUE = re.compile(r"(" + "|".join(_spellings(f) for f in SECRET_FLAGS) + r")(=|\s+)(?!<redacted)([^\s\"']+)")
+_FLAG_VALUE = re.compile(r"(" + "|".join(_spellings(f) for f in SECRET_FLAGS) + r")(=|\s+)(?!<redacted|-)([^\s\"']+)")
+_SECRET_FLAG = re.compile("(?:" + "|".join(_spellings(f) for f in SECRET_FLAGS) + ")")
+# Any other long option whose name says it takes a secret (--token, --db-password, --auth-header): its value, unless
+# the value cannot be one (a number, a boolean, an absolute path: --long-prefill-token-threshold 128, --ssl-keyfile
+# /run/secrets/tls_key) or is the next option (--allow-credentials --port 8000); in running text after a space,
+# unless a lowercase word ("--ssl-keyfile is rendered by the collection").
+_LONG_FLAG_VALUE = re.compile(r"(?<![\w-])(--[A-Za-z][A-Za-z0-9_-]*)(=|\s+)(?!<redacted)([^\s\"']+)")
+_NOT_A_SECRET_VALUE = re.compile(r"-.*|[-+]?\d+(?:\.\d+)?|true|false|yes|no|on|off|/.*", re.IGNORECASE)
+# NAME=value: an environment variable, a --log-opt or --label key (splunk-token=..., a.b.token=...), and a name glued
+# to short options (-eNAME=value, -teNAME=value, or an unknown -xNAME=value: the rule finds a word anywhere in it).
+_ASSIGNED_NAME = re.compile(r"(-{0,2})([A-Za-z_][A-Za-z0-9_.-]*)")
+# URL userinfo (scheme://user:password@host, scheme://token@host): the password, or a user alone, is hidden.
+_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)(?:([^/\s@:\"'<]*):)?([^/\s@:\"'<]+)@")
+# An HTTP credential: "Authorization: Bearer x", "X-Api-Key: x" (a header whose name says it holds a secret), and a
+# bearer token on its own (RFC 6750's characters, 8 or more: not the prose "a bearer token").
+_HEADER = re.compile(r"(?<![\w-])([A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*)(\s*:\s*)([^\"'\n]+)")
+_BEARER = re.compile(r"\b(bearer)(\s+)(?!<redacted)([A-Za-z0-9._~+/-]{8,}=*)(?![^\s\"'])", re.IGNORECASE)
+_OPTION_NAME = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")
 
 
 def redacted(value: str) -> str:
@@ -97,7 +113,7 @@ def secret_env_name(name: str, value: Any = None) -> bool:
 
 def secret_env_names(env: Mapping[str, Any] | None) -> list[str]:
     """The names of ``env`` that :func:`check_environment` refuses as a secret (a secret's name, or a value
-    shaped like a Hugging Face token), sorted: what the ``dgxspark.cluster.secret_env_names`` filter returns."""
+    that holds a secret), sorted: what the ``dgxspark.cluster.secret_env_names`` filter returns."""
     if env is None:
         return []
     if not isinstance(env, Mapping):
@@ -106,47 +122,125 @@ def secret_env_names(env: Mapping[str, Any] | None) -> list[str]:
 
 
 def _holds_secret(name: str, value: Any) -> bool:
-    return secret_env_name(name, value) or (isinstance(value, str) and bool(HF_TOKEN_VALUE.search(value)))
+    return secret_env_name(name, value) or (isinstance(value, str) and inline_secret(value))
+
+
+def _secret_flag_value(flag: str, value: str) -> bool:
+    """Whether ``value``, given to the long option ``flag``, is to be hidden."""
+    if value.startswith("<redacted") or not _OPTION_NAME.fullmatch(flag):
+        return False  # not an option that takes the next element (--api-key=x carries its own)
+    if _SECRET_FLAG.fullmatch(flag):
+        return not value.startswith("-")
+    return is_secret_name(flag[2:].replace("-", "_")) and not _NOT_A_SECRET_VALUE.fullmatch(value)
+
+
+def _long_flag(match: re.Match[str]) -> str:
+    flag, between, value = match.groups()
+    # in running text, "--token is refused" is prose: a value after a space is one when it is no lowercase word
+    # (an argv's next element is read by redact_argv, whatever it is)
+    if not _secret_flag_value(flag, value) or (between != "=" and value.isalpha() and value.islower()):
+        return match.group(0)
+    return f"{flag}{between}{redacted(value)}"
+
+
+def _header(match: re.Match[str]) -> str:
+    name, colon, value = match.groups()
+    if "<redacted" in value or not ("-" in name or name.lower() == "authorization") or not is_secret_name(name):
+        return match.group(0)
+    value = value.rstrip()
+    return f"{name}{colon}{redacted(value)}" + match.group(3)[len(value) :]
+
+
+def _userinfo(match: re.Match[str]) -> str:
+    scheme, user, secret = match.groups()
+    return f"{scheme}{user}:{redacted(secret)}@" if user is not None else f"{scheme}{redacted(secret)}@"
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every secret-looking value replaced by :func:`redacted`: ``NAME=value`` of a secret name
-    (``--env=HF_TOKEN=...`` too), the value of a secret flag, a Hugging Face token anywhere."""
+    """``text`` with every secret-looking value replaced by :func:`redacted`, the one redaction every problem and
+    every printed argv goes through:
+
+    - ``NAME=value`` of a secret's name (:func:`secret_env_name`), in every spelling of an environment option
+      (``-e NAME=v``, ``-eNAME=v``, ``--env NAME=v``, ``--env=NAME=v``) and as a ``--log-opt`` or ``--label``
+      (``splunk-token=...``);
+    - the value of a secret flag (``--api-key v``, ``--api-key=v``, ``--hf-token``, any prefix vLLM accepts) or of
+      another long option whose name says it takes a secret (``--token``), unless a number, a boolean or a path;
+    - a URL's userinfo (``https://user:<redacted>@host``);
+    - an HTTP credential: ``Authorization: ...``, ``X-Api-Key: ...``, ``Bearer ...``;
+    - a Hugging Face token anywhere.
+    """
     parts = _SEPARATORS.split(text)
     for index, part in enumerate(parts):
         words = part.split("=")
         for k in range(len(words) - 1):
             value = "=".join(words[k + 1 :])
-            if (
-                _ENV_NAME.fullmatch(words[k])
-                and value
-                and not value.startswith("<redacted")
-                and secret_env_name(words[k], value)
-            ):
+            named = _ASSIGNED_NAME.fullmatch(words[k])
+            if not named or not value or value.startswith("<redacted"):
+                continue
+            if named.group(1) == "--":  # a long option's own value: --token=x, not --ssl-keyfile=/run/secrets/k
+                hide = _secret_flag_value(f"--{named.group(2)}", value)
+            else:
+                hide = secret_env_name(named.group(2), value)
+            if hide:
                 parts[index] = "=".join(words[: k + 1]) + "=" + redacted(value)
                 break
     text = "".join(parts)
     text = _FLAG_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{redacted(m.group(3))}", text)
+    text = _LONG_FLAG_VALUE.sub(_long_flag, text)
+    text = _URL_USERINFO.sub(_userinfo, text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{redacted(m.group(3))}", text)
+    text = _HEADER.sub(_header, text)
     return HF_TOKEN_VALUE.sub(lambda m: redacted(m.group(0)), text)
 
 
+def redact_argv(argv: Sequence[Any]) -> list[str]:
+    """An argv as it may be shown: each element through :func:`redact_text`, and an element that is the value of
+    the element before it (``--api-key``, ``sk-...``; ``--token``, ``x``) hidden whole."""
+    shown: list[str] = []
+    previous = ""
+    for item in argv:
+        text = str(item)
+        shown.append(redacted(text) if _secret_flag_value(previous, text) else redact_text(text))
+        previous = text
+    return shown
+
+
 def redact(value: Any) -> Any:
-    """:func:`redact_text` through strings, lists and mappings (a problem's ``found``)."""
+    """:func:`redact_text` through strings, lists (read as an argv: :func:`redact_argv`) and mappings (a
+    problem's ``found``, a module's result, a rank's environment: a value under a secret's name is hidden whole).
+    What holds nothing to hide is returned as it is, the same object (a module result keeps its own types)."""
     if isinstance(value, str):
-        return redact_text(value)
+        shown = redact_text(value)
+        return value if shown == value else shown
     if isinstance(value, (list, tuple)):
-        return type(value)(redact(item) for item in value)
+        if all(isinstance(item, str) for item in value):
+            items: list[Any] = redact_argv(value)
+            items = [old if old == new else new for old, new in zip(value, items, strict=True)]
+        else:
+            items = [redact(item) for item in value]
+        return value if all(a is b for a, b in zip(value, items, strict=True)) else type(value)(items)
     if isinstance(value, Mapping):
-        return {
-            key: (redacted(str(item)) if isinstance(key, str) and secret_env_name(key, item) else redact(item))
+        shown_map = {
+            key: (
+                redacted(str(item))
+                if isinstance(key, str) and item not in (None, "") and secret_env_name(key, item)
+                else redact(item)
+            )
             for key, item in value.items()
         }
+        return value if all(shown_map[k] is value[k] for k in value) else shown_map
     return value
 
 
 def inline_secret(text: str) -> bool:
     """Whether ``text`` holds a secret's value, as :func:`redact_text` would hide it."""
     return redact_text(text) != text
+
+
+def argv_secrets(argv: Sequence[Any]) -> list[int]:
+    """The indexes of the elements of ``argv`` that :func:`redact_argv` hides (or hides part of): what the plan's
+    scan of a rank's whole argv refuses."""
+    return [i for i, (item, shown) in enumerate(zip(argv, redact_argv(argv), strict=True)) if str(item) != shown]
 
 
 def mount_target(name: str) -> str:
@@ -193,11 +287,11 @@ def check_environment(env: Mapping[str, Any], where: str, out: Collector, secret
                 expected="no secret in the profile or the inventory",
                 hint=hint(),
             )
-        elif isinstance(value, str) and HF_TOKEN_VALUE.search(value):
+        elif isinstance(value, str) and inline_secret(value):
             out.error(
                 f"{where}.{name}",
-                "a Hugging Face token in the environment: it would be rendered into the plan's argv, the "
-                "docker_container parameters and docker inspect",
+                "a secret's value in the environment (a Hugging Face token, a URL's password, an HTTP credential): "
+                "it would be rendered into the plan's argv, the docker_container parameters and docker inspect",
                 found=shown,
                 expected="no secret in the profile or the inventory",
                 hint=hint(),
@@ -239,9 +333,52 @@ def check_docker_args(args: Sequence[str], paths: Sequence[str], out: Collector)
 
 
 def _redacted_option(text: str, is_env: bool, var: str, val: str) -> str:
-    if is_env and val:
-        return redact_text(text).replace(f"{var}={val}", f"{var}={redacted(val)}")
-    return redact_text(text)
+    """An option refused as a secret, as its problem shows it: an environment option as the option, the variable's
+    name and the length of everything after it (``-e NAME=<redacted, 12 chars>``, whatever separates them: a value
+    written ``-eNAME value`` is hidden too); any other as :func:`redact_text` shows it."""
+    value = f"{var}={val}" if val else var
+    if not is_env or not text.endswith(value):
+        return redact_text(text)
+    name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", value)
+    shown = name.group(0) if name else ""
+    rest = value[len(shown) :].removeprefix("=")
+    return text[: len(text) - len(value)] + shown + (f"={redacted(rest)}" if rest else "")
+
+
+def check_command(container: Mapping[str, Any], out: Collector) -> None:
+    """Refuse a secret in the words the engine runs beside ``serve_args``: ``container.entrypoint`` and
+    ``container.model_path`` (``--api-key=...`` there would be rendered into argv like any other flag), without
+    repeating it. ``serve_args`` has its own check (``vllm.check_serve_args``)."""
+    entrypoint = container.get("entrypoint")
+    words = [str(w) for w in entrypoint] if isinstance(entrypoint, list) else []
+    paths = [f"$.container.entrypoint[{i}]" for i in range(len(words))]
+    if isinstance(container.get("model_path"), str):
+        words.append(container["model_path"])
+        paths.append("$.container.model_path")
+    for index in argv_secrets(words):
+        out.error(
+            paths[index],
+            "a secret in the engine's command: it would be rendered into the plan's argv, docker inspect and vLLM's "
+            "log of its own arguments",
+            found=redact_argv(words)[index],
+            expected="no secret in container.entrypoint or container.model_path",
+            hint=hint(),
+        )
+
+
+def check_argv(argv: Sequence[Any], where: str, out: Collector) -> None:
+    """The plan's last look at a rank's whole rendered ``docker run`` argv (options, environment, entrypoint, image,
+    command): an element :func:`redact_argv` would hide is refused, so what the plan shows redacted is never
+    what it runs with a secret in it."""
+    shown = redact_argv(argv)
+    for index in argv_secrets(argv):
+        out.error(
+            f"{where}[{index}]",
+            "a secret in the rank's rendered argv: it would be shown in the plan, docker inspect and the logs",
+            found=shown[index],
+            expected="no secret in the argv",
+            hint=hint(),
+        )
 
 
 def serve_arg_secret(flag: str, values: Sequence[str]) -> str | None:

@@ -1073,6 +1073,106 @@ def planted_token_shows_nowhere(inventory, tmp_path, runs) -> None:
             assert HF_TOKEN not in said.stdout + said.stderr and API_KEY not in said.stdout + said.stderr, (node, where)
 
 
+# The canary (issue 26): a secret's value, given in every way the plan refuses and as real secret files on the nodes.
+CANARY = "sim3-canary-3b9d0f6a2c71"
+CANARY_FILES = {"hf_token": "/etc/dgxspark/secrets/hf_token", "api_key": "/etc/dgxspark/secrets/vllm_api_key"}
+CANARY_REFUSED = {
+    "environment": {"HF_AUTH": CANARY, "HTTPS_PROXY": f"http://proxyuser:{CANARY}@proxy.example:3128"},
+    "docker_run_args": [
+        f"-eVLLM_API_KEY=sk-{CANARY}",
+        "--log-driver=splunk",
+        f"--log-opt=splunk-token={CANARY}",
+        f"--health-cmd=curl -H 'Authorization: Bearer {CANARY}' localhost",
+    ],
+}
+CANARY_OVERRIDES = {
+    "sim3-worker1": json.dumps({"environment": {"KEY_ID": CANARY}}),
+    "sim3-worker2": json.dumps(
+        {"container": {"docker_run_args": ["--env", f"DATABASE_URL=postgres://a:{CANARY}@db/x"]}}
+    ),
+}
+
+
+def test_a_canary_secret_shows_nowhere_even_at_vvv(sim3, tmp_path):
+    """A canary value written into a profile (an AUTH variable, a proxy URL's password, -eNAME=, a log driver's
+    token, a bearer token in the health command) and into hosts' dgxspark_overrides (a KEY_ID variable, a database
+    URL's password): plan.yml and boot.yml --check at -vvv refuse each and never print it. The same canary as the
+    content of real secret files on every node (container.secrets' hf_token, container.api's key file): boot.yml
+    --check and a real boot at -vvv (the wait and the smoke completion send the key) succeed, the rank holds the
+    file, and no output shows it."""
+    promoted = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
+    nodes = ("sim3-head", "sim3-worker1", "sim3-worker2")
+    try:
+        for node in nodes:
+            for path in CANARY_FILES.values():
+                node_sh(node, f"umask 077 && mkdir -p {os.path.dirname(path)} && printf '%s' '{CANARY}' > {path}")
+        profile = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())
+        profile["container"]["secrets"] = {"hf_token": CANARY_FILES["hf_token"]}
+        profile["container"]["api"] = {"api_key_file": CANARY_FILES["api_key"]}
+        good = tmp_path / "canary-good.json"
+        good.write_text(json.dumps(profile, indent=2))
+        refused = json.loads(json.dumps(profile))
+        refused["shapes"][profile["default_shape"]]["environment"].update(CANARY_REFUSED["environment"])
+        refused["container"]["docker_run_args"] += CANARY_REFUSED["docker_run_args"]
+        bad = tmp_path / "canary-refused.json"
+        bad.write_text(json.dumps(refused, indent=2))
+        key = REPO / ".cache" / "sim" / "sim3" / "id_ed25519"
+
+        def inventory(name: str, path, overrides: dict[str, str] | None = None) -> str:
+            text = "all:\n  hosts:\n" + "".join(
+                f"    {h}:\n      ansible_ssh_private_key_file: {key}\n      dgxspark_profile: {path}\n"
+                + (f"      dgxspark_overrides: {overrides[h]}\n" if overrides and h in overrides else "")
+                for h in nodes
+            )
+            (tmp_path / name).write_text(text)
+            return str(tmp_path / name)
+
+        good_inv = inventory("good.yml", good)
+        refusals = {
+            "plan.yml, the profile": playbook("playbooks/plan.yml", "-i", inventory("bad.yml", bad), "-vvv"),
+            "plan.yml, the overrides": playbook(
+                "playbooks/plan.yml", "-i", inventory("over.yml", good, CANARY_OVERRIDES), "-vvv"
+            ),
+            "boot.yml --check, the profile": playbook(
+                "playbooks/boot.yml", "-i", str(tmp_path / "bad.yml"), "--check", "-vvv", "-e", "boot_candidate=true"
+            ),
+            "boot.yml --check, the overrides": playbook(
+                "playbooks/boot.yml", "-i", str(tmp_path / "over.yml"), "--check", "-vvv", "-e", "boot_candidate=true"
+            ),
+        }
+        for name, run in refusals.items():
+            said = run.stdout + run.stderr
+            assert run.returncode != 0 and "<redacted, " in said, (name, said[-3000:])
+            assert "container.secrets" in said, name
+            assert CANARY not in said, name
+        check = playbook("playbooks/boot.yml", "-i", good_inv, "--check", "-vvv", "-e", "boot_candidate=true")
+        assert check.returncode == 0, check.stdout[-6000:]
+        boot = playbook(
+            "playbooks/boot.yml", "-i", good_inv, "-vvv", "-e", "boot_candidate=true", "-e", "boot_replace=true"
+        )
+        assert boot.returncode == 0, boot.stdout[-6000:]
+        assert "endpoint: http://172.31.3.10:8000/v1 serving" in " ".join(boot.stdout.split())
+        for node in nodes:  # the canary was there to leak: every rank reads it from its file
+            assert node_sh(node, "docker exec vllm_dsv41 cat /run/secrets/hf_token").stdout == CANARY, node
+        for name, run in {"boot.yml --check": check, "boot.yml": boot}.items():
+            assert len(run.stdout) > 100_000, (name, len(run.stdout))  # -vvv: every module's arguments and result
+            assert CANARY not in run.stdout + run.stderr, name
+    finally:
+        playbook("playbooks/stop.yml")
+        if promoted:
+            again = ansible(
+                "ansible",
+                "sim3-head",
+                "-m",
+                "dgxspark.cluster.release",
+                "-a",
+                f"operation=promote id={promoted[0]['id']}",
+            )
+            assert again.returncode == 0, again.stdout[-2000:]
+        for node in nodes:
+            node_sh(node, "rm -f " + " ".join(CANARY_FILES.values()), check=False)
+
+
 HELPER = "dgxspark-sim-helper.service"  # the sim profiles' host.helper_services (sim/node/rootfs)
 
 

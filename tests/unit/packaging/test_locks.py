@@ -2,9 +2,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Python locks are hashed, and every venv the makefiles build installs in pip's hash-checking mode.
 
-- every lock under requirements/ (constraints-*.txt) but the EE's pins each package with ==, and each pin
-  carries at least one --hash=sha256 (tools/ci/lock_hashes.py writes every file's); the EE's lock has none,
-  on purpose (mk/packaging.mk says why), and says so;
+- every lock under requirements/ (constraints-*.txt) pins each package with ==, and each pin carries at least
+  one --hash=sha256 (tools/ci/lock_hashes.py writes every file's); the EE's too (issue 26), which ansible-builder
+  is given as name==version lines (tools/packaging/ee_context.py) while tools/packaging/ee_image.py checks every
+  wheel of the build against its hashes (mk/packaging.mk says why);
 - every `pip install` in the Makefile and mk/*.mk runs with --require-hashes and wheels only, and installs
   either pip's own hashed entry of a lock (--no-deps) or an .in under its hashed lock (-c); nothing else
   (no bare `pip install name==version`);
@@ -28,7 +29,8 @@ from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 REQUIREMENTS = ROOT / "requirements"
 EE_LOCK = REQUIREMENTS / "constraints-ee-py313.txt"
 LOCKS = sorted(REQUIREMENTS.glob("constraints-*.txt"))
-HASHED_LOCKS = [lock for lock in LOCKS if lock != EE_LOCK]
+VENV_LOCKS = [lock for lock in LOCKS if lock != EE_LOCK]  # the locks a venv recipe installs
+HASHED_LOCKS = LOCKS
 MAKEFILES = [ROOT / "Makefile", *sorted((ROOT / "mk").glob("*.mk"))] + (
     [ROOT / "sim" / "sim.mk"] if (ROOT / "sim" / "sim.mk").is_file() else []
 )
@@ -76,7 +78,7 @@ def lock_hashes() -> ModuleType:
 
 
 def test_there_are_locks_and_install_lines() -> None:
-    assert len(HASHED_LOCKS) >= 7, [lock.name for lock in LOCKS]
+    assert len(VENV_LOCKS) >= 7, [lock.name for lock in LOCKS]
     assert len(PIP_INSTALLS) >= 14, PIP_INSTALLS
 
 
@@ -92,14 +94,59 @@ def test_every_pin_of_a_lock_carries_its_hashes(lock: Path) -> None:
     assert not bad, f"{lock.name}: pins without --hash=sha256 (make lock-hashes): {bad}"
     names = [entry[0].split("==")[0].lower().replace("_", "-") for entry in found]
     assert len(names) == len(set(names)), f"{lock.name} pins a package twice"
-    assert "pip" in names, f"{lock.name} does not pin pip, which the venv recipe installs from it"
+    if lock in VENV_LOCKS:
+        assert "pip" in names, f"{lock.name} does not pin pip, which the venv recipe installs from it"
+    else:  # the EE's base image brings Debian's pip
+        assert "pip" not in names, f"{lock.name}: the EE's pip is the base image's"
 
 
-def test_the_ee_lock_is_the_one_without_hashes_and_the_makefile_says_why() -> None:
-    assert all(len(entry) == 1 and PIN.fullmatch(entry[0]) for entry in entries(EE_LOCK))
-    packaging = (ROOT / "mk" / "packaging.mk").read_text(encoding="utf-8")
-    assert "tools/ci/lock.sh --no-hashes $(PY313) requirements/ee.in" in packaging
-    assert "It has no hashes either (--no-hashes)" in packaging
+def test_the_ee_lock_is_hashed_after_pip_is_taken_out_and_the_makefile_says_why() -> None:
+    packaging = recipes(ROOT / "mk" / "packaging.mk")["lock-ee"]
+    steps = ["tools/ci/lock.sh --no-hashes $(PY313) requirements/ee.in", "/^pip==/d", "lock_hashes.py hash"]
+    order = [next(i for i, line in enumerate(packaging) if step in line) for step in steps]
+    assert order == sorted(order), packaging  # resolved, pip dropped (one line, unhashed), then hashed
+    text = (ROOT / "mk" / "packaging.mk").read_text(encoding="utf-8")
+    assert "checks every wheel it downloads" in text and "which hash-checking mode refuses" in text
+
+
+def _tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / "packaging" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ansible_builder_is_given_the_ee_locks_pins_without_hashes() -> None:
+    plain = _tool("ee_context").plain_pins(EE_LOCK.read_text(encoding="utf-8"))
+    lines = [line for line in plain.splitlines() if line and not line.startswith("#")]
+    assert lines == [entry[0] for entry in entries(EE_LOCK)] and "--hash" not in plain
+
+
+def test_the_ee_image_takes_only_wheels_with_a_locks_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    ee_image = _tool("ee_image")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    good = wheels / "idna-3.20-py3-none-any.whl"
+    good.write_bytes(b"a wheel")
+    lock = tmp_path / "lock.txt"
+    lock.write_text(f"idna==3.20 \\\n    --hash=sha256:{hashlib.sha256(b'a wheel').hexdigest()}\n")
+    monkeypatch.setattr(ee_image, "EE_LOCK", lock)
+    monkeypatch.setattr(ee_image, "BUILDER_LOCK", lock)
+    (wheels / "dumb_init-1.2.5-py2.py3-none-manylinux_2_5_x86_64.whl").write_bytes(b"pinned by version only")
+    ee_image.verify_wheels(wheels)  # passes: the one wheel has the lock's hash
+    for name, content in [
+        ("idna-3.20-py3-none-any.whl", b"a changed wheel"),  # another file at the pinned version
+        ("idna-3.21-py3-none-any.whl", b"a wheel"),  # another version
+        ("evil-1.0-py3-none-any.whl", b"a wheel"),  # a package no lock pins
+    ]:
+        for old in wheels.glob("*.whl"):
+            old.unlink()
+        (wheels / name).write_bytes(content)
+        with pytest.raises(SystemExit):
+            ee_image.verify_wheels(wheels)
 
 
 @pytest.mark.parametrize("rule,line", PIP_INSTALLS, ids=[f"{install[0]}#{n}" for n, install in enumerate(PIP_INSTALLS)])
@@ -121,7 +168,7 @@ def test_every_pip_install_checks_hashes(rule: str, line: str) -> None:
         assert "--no-deps" in words and not constraints, f"{rule}: {line}"
     else:
         assert re.fullmatch(r"requirements/[a-z0-9]+\.in", requirements[0]), f"{rule}: {line}"
-        assert len(constraints) == 1 and ROOT / constraints[0] in HASHED_LOCKS, f"{rule}: not a hashed lock: {line}"
+        assert len(constraints) == 1 and ROOT / constraints[0] in VENV_LOCKS, f"{rule}: not a hashed lock: {line}"
 
 
 def test_pip_only_binary_defaults_to_wheels_only() -> None:
@@ -143,7 +190,7 @@ def test_every_venv_gets_pip_and_its_packages_from_one_hashed_lock() -> None:
         order = [next(i for i, line in enumerate(lines) if step in line) for step in steps]
         assert order == sorted(set(order)), f"{name}: not in the order {steps}: {text}"
         installed.add(ROOT / selected[0][0])
-    assert installed == set(HASHED_LOCKS), f"hashed locks no recipe installs: {set(HASHED_LOCKS) - installed}"
+    assert installed == set(VENV_LOCKS), f"hashed locks no recipe installs: {set(VENV_LOCKS) - installed}"
 
 
 def test_every_hashed_lock_has_a_lock_target_that_hashes_it() -> None:
@@ -151,7 +198,8 @@ def test_every_hashed_lock_has_a_lock_target_that_hashes_it() -> None:
         ROOT / match
         for lines in ALL_RECIPES.values()
         for line in lines
-        if line.startswith("tools/ci/lock.sh ") and "--no-hashes" not in line
+        if (line.startswith("tools/ci/lock.sh ") and "--no-hashes" not in line)
+        or "tools/ci/lock_hashes.py hash " in line
         for match in re.findall(r"requirements/constraints-\S+\.txt", line)
     }
     assert regenerated == set(HASHED_LOCKS)

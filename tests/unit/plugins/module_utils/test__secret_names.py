@@ -52,6 +52,17 @@ NAMES = {
     "MY_SECRET_FILE": True,
     "CREDENTIALS_FILE": True,
     "GOOGLE_APPLICATION_CREDENTIALS": True,
+    "KEY_ID": True,  # KEY at the start
+    "SSH_KEY_DATA": True,  # KEY in the middle
+    "SIGNINGKEY": True,  # KEY glued to another word
+    "MONKEY_COUNT": True,  # decided: the rule knows no English; rename such a variable
+    "TOKEN_ID": True,
+    "AUTHTOKENVALUE": True,
+    "HF_AUTH": True,
+    "AUTH_HEADER": True,
+    "BASICAUTH": True,
+    "PROXY_AUTHORIZATION": True,
+    "SSL_PKEY": True,  # a private key: only InfiniBand's partition key (IB_PKEY) is not
     # not secrets
     "SIM_ENGINE_KV_BYTES_PER_TOKEN": False,  # a size per token
     "X_PER_TOKEN_LIMIT": False,
@@ -62,11 +73,56 @@ NAMES = {
     "NCCL_IB_HCA": False,
     "NCCL_IB_PKEY": False,  # an InfiniBand partition key index
     "KEYBOARD": False,
+    "UCX_IB_PKEY": False,
+    "GIT_AUTHOR_NAME": False,  # AUTHOR as a word
+    "AUTHORS": False,
+    "SIM_ENGINE_FILLER_TOKENS": False,
     "NCCL_NVLS_ENABLE": False,
     "VLLM_HOST_IP": False,
     "PYTHONPATH": False,
     "CUDA_VISIBLE_DEVICES": False,
 }
+# Each word of the rule, at a name's start, in its middle, at its end, glued to other letters and in lower case: a
+# rule narrowed to one place (KEY at the end only, say) fails here, not only in the security doc's test.
+WORDS = ["TOKEN", "KEY", "AUTH", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE"]
+PLACES = {
+    "start": "{}_ID",
+    "middle": "MY_{}_VALUE",
+    "end": "MY_{}",
+    "alone": "{}",
+    "glued start": "{}VALUE",
+    "glued middle": "MY{}VALUE",
+    "glued end": "MY{}",
+}
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("word", WORDS)
+def test_each_word_anywhere_in_a_name(word: str, place: str) -> None:
+    name = PLACES[place].format(word)
+    assert is_secret_name(name), name
+    assert is_secret_name(name.lower()), name.lower()
+
+
+# The exceptions, each with its neighbour that is a secret again: an exception that grew would fail the neighbour.
+EXCEPTIONS = [
+    ("MAX_TOKENS", "MAX_TOKEN"),  # a count of tokens; one token is a secret
+    ("TOKENIZERS_PARALLELISM", "TOKENIZE_TOKEN"),
+    ("SIM_ENGINE_KV_BYTES_PER_TOKEN", "SUPER_TOKEN"),  # a count per token; PER must be its own word
+    ("PER_TOKEN_LIMIT", "HYPER_TOKEN_LIMIT"),
+    ("NCCL_IB_PKEY", "NCCL_PKEY"),  # InfiniBand's partition key index, not any PKEY
+    ("KEYBOARD", "KEYBOARD_KEY"),
+    ("GIT_AUTHOR_NAME", "GIT_AUTHORIZATION"),  # AUTHOR as a word; AUTHORIZATION is a credential
+    ("AUTHORS", "AUTHORSHIP_TOKEN"),
+]
+
+
+@pytest.mark.parametrize(("harmless", "secret"), EXCEPTIONS)
+def test_each_exception_and_its_neighbour(harmless: str, secret: str) -> None:
+    assert not is_secret_name(harmless), harmless
+    assert is_secret_name(secret), secret
+
+
 # name, value -> whether the plan refuses it: the rule, less a *_PATH/*_FILE variable naming an absolute path
 REFUSED = [
     ("HF_TOKEN_PATH", "/run/secrets/hf_token", False),
@@ -108,6 +164,7 @@ NOT_SECRETS = {
     "VLLM_MAX_TOKENS",
     "SIM_ENGINE_PREFILL_TOKENS_PER_S",
     "TOKENIZERS_PARALLELISM",
+    "SIM_ENGINE_FILLER_TOKENS",
 }
 
 

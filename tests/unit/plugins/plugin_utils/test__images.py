@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.boot import image_ids
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import (
@@ -22,7 +23,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images im
     parse_reference,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, edited
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, edited, read
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
     HOSTS,
     PROFILE,
@@ -185,3 +186,48 @@ def test_an_image_named_by_id() -> None:
 def test_the_release_records_the_id_of_an_image_named_by_digest() -> None:
     plan = plan_with({"container/image": f"{DSPARK}@{DSPARK_DIGEST}"})
     assert image_ids(plan, nodes_with(IMAGES)) == dict.fromkeys(HOSTS, DSPARK_ID)
+
+
+# ---------------------------------------------------------------- an image named by tag: a warning of the plan
+def _pin_warnings(image: str, **hosts: dict[str, Any]) -> list[str]:
+    from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__plan import cluster
+
+    profile = validate_profile(edited(read(SPARK3), {"container/image": image}), "p.json")
+    planned = build_plan(profile, "tp3-triangle", cluster(3, **hosts))
+    return [w for w in planned["warnings"] if "the image is named by tag" in w]
+
+
+def test_a_shipped_real_cluster_profile_names_its_image_by_tag_and_the_plan_says_so() -> None:
+    """spark3 and spark8 name a locally built image (spark-ds41f:1030) that has no registry digest to show: the
+    plan warns, naming the tag and how to pin it."""
+    for path in (SPARK3, SPARK8):
+        image = read(path)["container"]["image"]
+        assert parse_reference(image).digest is None, image
+    (warning,) = _pin_warnings(read(SPARK3)["container"]["image"])
+    assert "spark-ds41f:1030" in warning and "name@sha256:<digest>" in warning and "dgxspark_image_by_tag" in warning
+
+
+@pytest.mark.parametrize("image", ["spark-ds41f", "nvcr.io/nvidia/vllm:25.11-py3"])
+def test_any_tag_only_image_is_warned_of(image: str) -> None:
+    assert len(_pin_warnings(image)) == 1
+
+
+@pytest.mark.parametrize("image", [f"{DSPARK}@{DSPARK_DIGEST}", DSPARK_ID])
+def test_an_image_by_digest_or_id_is_not(image: str) -> None:
+    assert _pin_warnings(image) == []
+
+
+def test_an_inventory_that_says_why_it_uses_a_tag_is_not_warned() -> None:
+    reason = {"image_by_tag": "built locally by make sim-up"}
+    assert _pin_warnings("dgxspark-sim/engine:latest", **{"spark-head": reason}) == []
+
+
+def test_the_sim_inventories_say_why_and_the_real_ones_do_not() -> None:
+    import yaml
+
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import IMAGE_BY_TAG_VAR
+    from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
+
+    for name in ("sim3", "sim4", "sim8", "fleet", "spark3", "spark8"):
+        said = yaml.safe_load((ROOT / "inventories" / name / "group_vars" / "dgxspark.yml").read_text())
+        assert bool(said.get(IMAGE_BY_TAG_VAR)) is (not name.startswith("spark")), name

@@ -27,6 +27,7 @@ from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT
 SPARK3 = ROOT / "inventories" / "spark3" / "serving-profile.json"
 SPARK8 = ROOT / "inventories" / "spark8" / "serving-profile.json"
 WORKER = "spark-w1"
+CANARY = "CanaryOverride7d3f9a"  # a secret's value: no verdict of an override may show it
 
 # name: (profile, shape, override, what the profile says of it: "error", "warning" or "" for nothing new)
 CASES: dict[str, tuple[pathlib.Path, str, dict[str, Any], str]] = {
@@ -127,6 +128,45 @@ CASES: dict[str, tuple[pathlib.Path, str, dict[str, Any], str]] = {
         SPARK3,
         "tp3-triangle",
         {"container": {"serve_args": ["--api-key", "sk-abcdefghijklmnop"]}},
+        "error",
+    ),
+    # secrets given inline (issue 26): refused, and never repeated (test_a_secret_in_an_override_is_never_shown)
+    "-eNAME=value of an API key": (
+        SPARK3,
+        "tp3-triangle",
+        {"container": {"docker_run_args": [f"-eVLLM_API_KEY=sk-{CANARY}"]}},
+        "error",
+    ),
+    "--env NAME=value of an AUTH name": (
+        SPARK3,
+        "tp3-triangle",
+        {"container": {"docker_run_args": ["--env", f"HF_AUTH={CANARY}"]}},
+        "error",
+    ),
+    "an AUTH name in the environment": (SPARK3, "tp3-triangle", {"environment": {"HF_AUTH": CANARY}}, "error"),
+    "a KEY at a name's start": (SPARK3, "tp3-triangle", {"environment": {"KEY_ID": CANARY}}, "error"),
+    "a proxy URL with a password": (
+        SPARK3,
+        "tp3-triangle",
+        {"environment": {"HTTPS_PROXY": f"http://proxyuser:{CANARY}@proxy.example:3128"}},
+        "error",
+    ),
+    "a database URL with a password": (
+        SPARK3,
+        "tp3-triangle",
+        {"environment": {"DATABASE_URL": f"postgres://app:{CANARY}@db.example/app"}},
+        "error",
+    ),
+    "a log driver's token": (
+        SPARK3,
+        "tp3-triangle",
+        {"container": {"docker_run_args": ["--log-driver=splunk", f"--log-opt=splunk-token={CANARY}"]}},
+        "error",
+    ),
+    "a bearer token in the health command": (
+        SPARK3,
+        "tp3-triangle",
+        {"container": {"docker_run_args": [f"--health-cmd=curl -H 'Authorization: Bearer {CANARY}' localhost"]}},
         "error",
     ),
     "a flag vLLM does not have": (
@@ -237,6 +277,21 @@ def test_an_override_gets_the_profiles_verdict(name: str) -> None:
         assert len(at_override) == len(expected), (at_override, expected)
         for _severity, message, _found in expected:
             assert any(message in w for w in at_override), (message, at_override)
+
+
+SECRET_CASES = [name for name, (_p, _s, override, _v) in CASES.items() if CANARY in json.dumps(override)]
+
+
+@pytest.mark.parametrize("name", SECRET_CASES)
+def test_a_secret_in_an_override_is_never_shown(name: str) -> None:
+    """Refused as the profile refuses it (above), and in no problem, message or found, of the plan's verdict."""
+    path, shape, override, _severity = CASES[name]
+    profile = validate_profile(json.loads(path.read_text()), "p")
+    with pytest.raises(ProfileError) as caught:
+        build_plan(profile, shape, hosts(profile.data["shapes"][shape]["nodes"], override))
+    shown = json.dumps([p.as_dict() for p in caught.value.problems + caught.value.warnings]) + str(caught.value)
+    assert "<redacted" in shown and CANARY not in shown
+    assert any("container.secrets" in p.hint for p in caught.value.problems)
 
 
 def test_the_override_is_named_at_its_path() -> None:
