@@ -36,9 +36,8 @@ MAX_TEXT = 256
 NESTED = "text_config"
 # What KV bytes per token depend on (plugin_utils/plan/kv.py), what names the model, and what marks attention the
 # formula does not model (the preflight names those and asks for a measured cost instead).
-KV_KEYS: tuple[str, ...] = (
-    "architectures",
-    "model_type",
+# The model's own KV figures, which a profile's model_config may state too (the preflight's kv-fit compares them).
+SHAPE_KEYS: tuple[str, ...] = (
     "num_hidden_layers",
     "num_attention_heads",
     "num_key_value_heads",
@@ -47,9 +46,14 @@ KV_KEYS: tuple[str, ...] = (
     "kv_lora_rank",
     "qk_rope_head_dim",
     "torch_dtype",
-    "dtype",
     "sliding_window",
     "layer_types",
+)
+KV_KEYS: tuple[str, ...] = (
+    "architectures",
+    "model_type",
+    *SHAPE_KEYS,
+    "dtype",
     "max_position_embeddings",
     # not modelled: DeepSeek-V4 compressed attention, linear attention and state-space layers
     "compress_ratios",

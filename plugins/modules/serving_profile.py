@@ -55,7 +55,7 @@ options:
   fabric_settings:
     description:
       - The fabric role's settings its converge-from-facts depends on (the role's C(fabric_fact_settings), its
-        C(vars/main.yml)). Given, the plan also names, for every host of RV(fabric), the files
+        C(vars/main.yml)). Given, the plan also names, for every host of the plan's C(fabric) (RV(plan)), the files
         M(dgxspark.cluster.node_facts) reads there for the role (RV(fabric_fact_paths)) and each host's settings
         (RV(fabric_fact_settings)); a host's own inventory values of the role's variables win for it.
     type: dict

@@ -33,6 +33,9 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# model_config keys of the profile that name a config.json key (architecture: architectures[0]): the model's KV
+# figures that node_facts gathers
+from ansible_collections.dgxspark.cluster.plugins.module_utils._model_config import SHAPE_KEYS as COMPARED
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kv import (
     GIB,
     KVCost,
@@ -51,19 +54,6 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm impo
 CHECK = "kv-fit"
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
 CONFIG_NAME = "config.json"
-# model_config keys of the profile that name a config.json key (architecture: architectures[0])
-COMPARED = (
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "hidden_size",
-    "kv_lora_rank",
-    "qk_rope_head_dim",
-    "torch_dtype",
-    "sliding_window",
-    "layer_types",
-)
 MEASURED = (
     "vLLM's 'Available KV cache memory' over its 'GPU KV cache size' (_kv.read_vllm_kv_lines), as the shape's "
     "memory.kv_cache_bytes_per_token or model_config.kv_cache_bytes_per_token"
