@@ -358,7 +358,7 @@ node:
           there is none, null when the file cannot be read. A preflight compares them with the planned fabric
           ports (a fabric port must not be the management interface).
         - C(addresses), every interface's IPv4 addresses with prefix length, by name, from the same C(ip) call (null
-          when C(ip) could not tell): a preflight reads the management interface's subnet there (no fabric address
+          when C(ip) could not tell); a preflight reads the management interface's subnet there (no fabric address
           may be inside a management subnet).
       returned: when asked for
       type: dict
