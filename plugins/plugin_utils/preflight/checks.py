@@ -938,7 +938,7 @@ def fabric_not_management(
     if subnets and fabric_addresses:
         checked.append(
             f"the fabric addresses ({', '.join(fabric_addresses)}) are outside the management subnets "
-            f"({', '.join(net for net, _ in subnets)})"
+            f"({', '.join(subnet[0] for subnet in subnets)})"
         )
     if routes is None:
         unchecked.append("the default routes are unknown (node_facts read no /proc/net/route)")

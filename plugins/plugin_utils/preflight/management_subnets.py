@@ -19,6 +19,11 @@ from typing import Any
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import management_ip
 
 
+def _ip(text: Any) -> str:
+    """An address without its prefix length."""
+    return str(text).split("/", maxsplit=1)[0]
+
+
 def _networks(addresses: Sequence[Any]) -> list[ipaddress.IPv4Network]:
     found = []
     for text in addresses:
@@ -43,7 +48,7 @@ def node_subnets(node: Mapping[str, Any], management: str, fabric_ports: Sequenc
         if name not in fabric_ports and name != "lo" and isinstance(found, list)
     }
     address = management_ip(management)
-    chosen = [name for name, found in others.items() if address and any(str(a).split("/")[0] == address for a in found)]
+    chosen = [name for name, found in others.items() if address and address in (_ip(a) for a in found)]
     if not chosen:  # a management name, or an address on no interface here (NAT): the default route's interfaces
         routes = fabric.get("default_routes") if isinstance(fabric.get("default_routes"), list) else []
         chosen = [str(r.get("interface")) for r in routes if isinstance(r, Mapping) and r.get("interface") in others]
@@ -66,7 +71,7 @@ def planned_fabric(plan: Mapping[str, Any]) -> tuple[dict[str, list[str]], dict[
             dict.fromkeys([*map(str, share.get("interfaces") or []), *(str(i.get("name")) for i in interfaces)])
         )
         found = [planned.get("address"), *(i.get("address") for i in interfaces)]
-        addresses[host] = list(dict.fromkeys(str(a).split("/")[0] for a in found if a))
+        addresses[host] = list(dict.fromkeys(_ip(a) for a in found if a))
     return ports, addresses
 
 
@@ -88,7 +93,7 @@ def cluster_subnets(
 def inside(address: str, subnets: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
     """The first management subnet (and where it was found) that holds ``address``, else None."""
     try:
-        ip = ipaddress.ip_address(address.split("/")[0])
+        ip = ipaddress.ip_address(_ip(address))
     except ValueError:
         return None
     return next(((net, where) for net, where in subnets if ip in ipaddress.ip_network(net)), None)

@@ -159,7 +159,7 @@ def test_a_fabric_address_inside_a_nodes_management_subnet_fails_the_preflight_a
     result = preflight(nodes, PLAN, PROFILE.data, management=managed)
     assert result["failed"]
     failing = [(f["host"], f["message"]) for f in result["failures"] if f["check"] == CHECK]
-    assert [host for host, _ in failing] == HOSTS
+    assert [line[0] for line in failing] == HOSTS
     assert (
         "the fabric address 198.51.100.11 is inside the management subnet 198.51.100.0/24 (spark-w1's eno1;"
         in (dict(failing)["spark-w1"])
