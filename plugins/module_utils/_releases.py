@@ -5,9 +5,8 @@ discipline": every profile change keeps its predecessor, with a one-command reve
 after a comparison run, never in place).
 
 A release is one JSON file on the head, ``<directory>/<id>.json`` (0600 in a 0700 directory, owned by root):
-the profile exactly as booted, the plan, each rank's spec hash, the hash of the profile's ``host`` section (the
-memory guard's floors and graces, the helper services, the preflight's floors: what serves beside the ranks), the
-image ID on every node, when and by whom, the benchmark evidence that judged it, its state, and its history. States:
+the profile exactly as booted, the plan, each rank's spec hash, the image ID on every node, when and by whom,
+the benchmark evidence that judged it, its state, and its history. States:
 
 - ``candidate``: booted, not (yet) judged;
 - ``promoted``: the one release that serves by default; at most one at a time;
@@ -23,7 +22,6 @@ No Ansible imports: the ``release`` module and node_facts' ``releases`` section 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -50,15 +48,6 @@ def release_id(created_utc: str, profile_sha256: str) -> str:
     if not ID.match(ident):
         raise ReleaseError(f"cannot make a release id from {created_utc!r} and {profile_sha256!r}")
     return ident
-
-
-def host_sha256(profile: Mapping[str, Any]) -> str:
-    """The SHA-256 of the profile's ``host`` section as canonical JSON (keys sorted, no spaces): what serves beside
-    the ranks (the memory guard's settings, the helper services, the preflight's floors). Two profiles whose ranks
-    are the same, spec for spec, are the same release only when this is the same too."""
-    section = profile.get("host") if isinstance(profile, Mapping) else None
-    text = json.dumps(section if section is not None else {}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_record(record: Any) -> dict[str, Any]:
@@ -120,16 +109,12 @@ def previous(records: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
 
 
 def serving(records: Sequence[Mapping[str, Any]], specs: Mapping[str, str]) -> Mapping[str, Any] | None:
-    """The release whose every rank's spec is what runs (``specs``: host to the running spec label). Releases that
-    differ in their host section alone run the same specs: the newest that is not retired is the one that serves
-    (a candidate while it is judged, the promoted one after a rollback), else the newest."""
-    matching = [
-        record
-        for record in records
-        if record["spec_sha256"] and all(specs.get(host) == spec for host, spec in record["spec_sha256"].items())
-    ]
-    live = [record for record in matching if record["state"] != "retired"]
-    return (live or matching)[-1] if matching else None
+    """The release whose every rank's spec is what runs (``specs``: host to the running spec label)."""
+    for record in reversed(records):
+        planned = record["spec_sha256"]
+        if planned and all(specs.get(host) == spec for host, spec in planned.items()):
+            return record
+    return None
 
 
 def rollback_target(records: Sequence[Mapping[str, Any]], specs: Mapping[str, str]) -> Mapping[str, Any] | None:
@@ -164,8 +149,6 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         "image": record["image"],
         "images": dict(record["images"]),
         "spec_sha256": dict(record["spec_sha256"]),
-        # None for a release recorded before host sections were hashed
-        "host_sha256": record.get("host_sha256"),
         "evidence": sorted((record.get("evidence") or {}).keys()),
         "last_event": events[-1] if events else None,
     }
