@@ -17,7 +17,7 @@ from ansible.template import Templar
 
 from ansible_collections.dgxspark.cluster.plugins.action import boot_preflight, memguard_plan, serving_profile
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import SETTINGS
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import spark3_without_weights_file
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
     facts as node_facts,
 )
@@ -26,8 +26,6 @@ from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__
     stored_guard,
 )
 
-# inventories/spark3 as these tests' nodes have it: no weights on them (their facts report none)
-SPARK3 = spark3_without_weights_file()
 NO_RELEASES = {
     "directory": "/var/lib/dgxspark-cluster/releases",
     "present": False,
