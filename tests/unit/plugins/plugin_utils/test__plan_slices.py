@@ -11,22 +11,14 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.fabric import plan_shares
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.kernel import required
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import HOST_FIELDS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import Preflight, bind, build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile
 from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__plan_bind import cluster
 
 NAMES = {"spark-w1": {"hca": ["rocep1s0f1"], "socket_ifname": "enp1s0f1np1", "gid_index": 3}}
-
-
-def cluster(n: int, **per_host: dict[str, Any]) -> list[Host]:
-    names = ["spark-head"] + [f"spark-w{i}" for i in range(1, n)]
-    return [
-        Host(name, rank=i, head=i == 0, fabric_address=f"198.51.100.{10 + i}", **per_host.get(name, {}))
-        for i, name in enumerate(names)
-    ]
 
 
 @pytest.mark.parametrize("path,shape,nodes", [(SPARK3, "tp3-triangle", 3), (SPARK8, "tp8-300k", 8)])
