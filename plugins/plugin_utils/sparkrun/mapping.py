@@ -100,30 +100,70 @@ _NO_PLACE: dict[str, str] = {
 }
 # Keys read into the profile (or the refusals) elsewhere.
 _READ = {
-    "recipe_version", "model", "model_revision", "runtime", "container", "image", "min_nodes", "max_nodes",
-    "cluster_only", "solo_only", "defaults", "env", "command", "variants", "executor_config",
-}  # fmt: skip
+    "recipe_version",
+    "model",
+    "model_revision",
+    "runtime",
+    "container",
+    "image",
+    "min_nodes",
+    "max_nodes",
+    "cluster_only",
+    "solo_only",
+    "defaults",
+    "env",
+    "command",
+    "variants",
+    "executor_config",
+}
 # sparkrun 0.4.2's flag for a chain key when a recipe has no command template (runtimes/_vllm_common.VLLM_FLAG_MAP).
 _FLAG_OF_KEY = {
-    "port": "--port", "host": "--host", "tensor_parallel": "-tp", "gpu_memory_utilization": "--gpu-memory-utilization",
-    "max_model_len": "--max-model-len", "max_num_batched_tokens": "--max-num-batched-tokens",
-    "max_num_seqs": "--max-num-seqs", "served_model_name": "--served-model-name", "dtype": "--dtype",
-    "quantization": "--quantization", "enforce_eager": "--enforce-eager", "enable_prefix_caching": "--enable-prefix-caching",
-    "trust_remote_code": "--trust-remote-code", "pipeline_parallel": "-pp", "data_parallel": "--data-parallel-size",
-    "kv_cache_dtype": "--kv-cache-dtype", "attention_backend": "--attention-backend", "load_format": "--load-format",
-    "reasoning_parser": "--reasoning-parser", "tool_call_parser": "--tool-call-parser", "chat_template": "--chat-template",
-    "speculative_config": "--speculative-config", "tokenizer_mode": "--tokenizer-mode",
-    "mm_encoder_tp_mode": "--mm-encoder-tp-mode", "block_size": "--block-size", "seed": "--seed",
-    "enable_auto_tool_choice": "--enable-auto-tool-choice", "enable_chunked_prefill": "--enable-chunked-prefill",
-    "async_scheduling": "--async-scheduling", "generation_config": "--generation-config", "hf_overrides": "--hf-overrides",
-    "compilation_config": "--compilation-config", "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
-    "long_prefill_token_threshold": "--long-prefill-token-threshold", "limit_mm_per_prompt": "--limit-mm-per-prompt",
-    "default_chat_template_kwargs": "--default-chat-template-kwargs", "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
-}  # fmt: skip
+    "port": "--port",
+    "host": "--host",
+    "tensor_parallel": "-tp",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "max_model_len": "--max-model-len",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
+    "served_model_name": "--served-model-name",
+    "dtype": "--dtype",
+    "quantization": "--quantization",
+    "enforce_eager": "--enforce-eager",
+    "enable_prefix_caching": "--enable-prefix-caching",
+    "trust_remote_code": "--trust-remote-code",
+    "pipeline_parallel": "-pp",
+    "data_parallel": "--data-parallel-size",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "attention_backend": "--attention-backend",
+    "load_format": "--load-format",
+    "reasoning_parser": "--reasoning-parser",
+    "tool_call_parser": "--tool-call-parser",
+    "chat_template": "--chat-template",
+    "speculative_config": "--speculative-config",
+    "tokenizer_mode": "--tokenizer-mode",
+    "mm_encoder_tp_mode": "--mm-encoder-tp-mode",
+    "block_size": "--block-size",
+    "seed": "--seed",
+    "enable_auto_tool_choice": "--enable-auto-tool-choice",
+    "enable_chunked_prefill": "--enable-chunked-prefill",
+    "async_scheduling": "--async-scheduling",
+    "generation_config": "--generation-config",
+    "hf_overrides": "--hf-overrides",
+    "compilation_config": "--compilation-config",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
+    "long_prefill_token_threshold": "--long-prefill-token-threshold",
+    "limit_mm_per_prompt": "--limit-mm-per-prompt",
+    "default_chat_template_kwargs": "--default-chat-template-kwargs",
+    "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
+}
 _SWITCH_KEYS = {
-    "enforce_eager", "enable_prefix_caching", "trust_remote_code", "enable_auto_tool_choice", "enable_chunked_prefill",
+    "enforce_eager",
+    "enable_prefix_caching",
+    "trust_remote_code",
+    "enable_auto_tool_choice",
+    "enable_chunked_prefill",
     "async_scheduling",
-}  # fmt: skip
+}
 # vllm serve destinations sparkrun appends per node (its vllm-distributed runtime), or that name one rank.
 _PER_RANK = {"nnodes", "node_rank", "master_addr", "headless", "data_parallel_rank", "data_parallel_address"}
 _SIZING = {flag: key for key, flag in SIZING_FLAGS}
@@ -226,7 +266,8 @@ def _tokens(recipe: Recipe, notes: list[Note], refusals: list[str]) -> list[str]
         return argv
     if recipe.unresolved:
         refusals.append(
-            f"command: placeholders with no value in defaults, the variant or the options: {', '.join(recipe.unresolved)}"
+            "command: placeholders with no value in defaults, the variant or the options: "
+            + ", ".join(recipe.unresolved)
         )
         return []
     try:
@@ -236,9 +277,7 @@ def _tokens(recipe: Recipe, notes: list[Note], refusals: list[str]) -> list[str]
         return []
     shell = [t for t in argv if _SHELL.match(t) or "$" in t]
     if shell:
-        refusals.append(
-            f"command: shell syntax {shell} (the collection starts each rank with one argv, never a shell)"
-        )
+        refusals.append(f"command: shell syntax {shell} (the collection starts each rank with one argv, never a shell)")
     if argv[:2] != ["vllm", "serve"]:
         refusals.append(f"command: starts {' '.join(argv[:3])!r}, not 'vllm serve' (the collection serves vLLM)")
     return argv
@@ -259,15 +298,23 @@ def _number(value: str | None, kind: type) -> Any:
 
 
 def _read_command(
-    recipe: Recipe, argv: list[str], nodes: int, hosts: list[dict[str, Any]], parts: list[_Part], notes: list[Note],
+    recipe: Recipe,
+    argv: list[str],
+    nodes: int,
+    hosts: list[dict[str, Any]],
+    parts: list[_Part],
+    notes: list[Note],
     refusals: list[str],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Walk the serve arguments: map each, drop it with the reason, or refuse. Returns what was read (model, tp...)."""
     read: dict[str, Any] = {"forks": []}
     args = parse_serve_args(argv[2:])
     positionals = [a for a in args if not a.flag]
     if len(positionals) != 1:
-        refusals.append(f"command: {len(positionals)} positional arguments {[a.value for a in positionals]}: 'vllm serve' takes the model")
+        refusals.append(
+            f"command: {len(positionals)} positional arguments {[a.value for a in positionals]}: "
+            "'vllm serve' takes one, the model"
+        )
     else:
         read["model_path"] = positionals[0].value
     for arg in args:
@@ -287,7 +334,9 @@ def _read_command(
         elif dest in _PER_RANK:
             notes.append(Note("dropped", setting, reason="per rank: the plan renders it for each rank"))
         elif dest == "master_port":
-            parts.append(_Part(setting, "$.container.master_port", _set(("container", "master_port"), _number(value, int))))
+            parts.append(
+                _Part(setting, "$.container.master_port", _set(("container", "master_port"), _number(value, int)))
+            )
         elif dest == "distributed_executor_backend":
             reason = "the collection starts every rank with vLLM's own multi-node launch (mp): no Ray cluster"
             notes.append(Note("dropped", setting, reason=reason if value == "ray" else "the plan renders mp"))
@@ -311,30 +360,54 @@ def _read_command(
             if arg.key:
                 parsed = _json(value)
                 parts.append(
-                    _Part(setting, "$.shapes.<shape>.speculative_config", _merge(("shape", "speculative_config"), {arg.key: value if parsed is None else parsed}))
+                    _Part(
+                        setting,
+                        "$.shapes.<shape>.speculative_config",
+                        _merge(("shape", "speculative_config"), {arg.key: value if parsed is None else parsed}),
+                    )
                 )
             elif isinstance(_json(value), dict):
-                parts.append(_Part(setting, "$.shapes.<shape>.speculative_config", _set(("shape", "speculative_config"), _json(value))))
+                parts.append(
+                    _Part(
+                        setting,
+                        "$.shapes.<shape>.speculative_config",
+                        _set(("shape", "speculative_config"), _json(value)),
+                    )
+                )
             else:
                 refusals.append(f"{setting}: --speculative-config is not a JSON object")
         elif dest == "revision":
             read["revision"] = value
-        elif dest == "override_generation_config" and not arg.key and isinstance(_json(value), dict) and has_flag(arg.flag):
+        elif (
+            dest == "override_generation_config"
+            and not arg.key
+            and isinstance(_json(value), dict)
+            and has_flag(arg.flag)
+        ):
             parts.append(_Part(setting, "$.generation_defaults", _set(("generation_defaults",), _json(value))))
         elif dest == "api_key" or (dest == "hf_token" and value is not None):
             notes.append(
-                Note("dropped", f"command {arg.flag} <redacted>", reason="a secret in argv: name a file on every node "
-                     "in container.api.api_key_file (the API's key) or container.secrets (docs/profile.md, Secrets)")
+                Note(
+                    "dropped",
+                    f"command {arg.flag} <redacted>",
+                    reason="a secret in argv: name a file on every node "
+                    "in container.api.api_key_file (the API's key) or container.secrets (docs/profile.md, Secrets)",
+                )
             )
         elif dest in ("ssl_certfile", "ssl_keyfile"):
             notes.append(Note("dropped", setting, reason="TLS files are secrets on every node: set container.api.tls"))
         else:
             if arg.spec is None and not arg.matches:
                 read["forks"].append(arg.flag)
-                reason = f"not a flag of upstream vLLM: declared in container.fork_flags for the recipe's image ({recipe.container})"
+                reason = (
+                    "not a flag of upstream vLLM: declared in container.fork_flags for the recipe's image "
+                    f"({recipe.container})"
+                )
             else:
                 reason = ""
-            parts.append(_Part(setting, "$.container.serve_args", _extend(("container", "serve_args"), tokens), tokens, reason))
+            parts.append(
+                _Part(setting, "$.container.serve_args", _extend(("container", "serve_args"), tokens), tokens, reason)
+            )
     return read
 
 
@@ -342,9 +415,13 @@ def _read_host(value: str, setting: str, hosts: list[dict[str, Any]], parts: lis
     head = hosts[0]
     if value in ("0.0.0.0", "::", "[::]", ""):
         notes.append(
-            Note("dropped", setting, reason="an API bound to every address: the profile binds the head's management "
-                 "address (container.api.bind: management, the default); set container.api.bind: all to choose every "
-                 "interface knowingly (a warning of the plan: firewall it)")
+            Note(
+                "dropped",
+                setting,
+                reason="an API bound to every address: the profile binds the head's management "
+                "address (container.api.bind: management, the default); set container.api.bind: all to choose every "
+                "interface knowingly (a warning of the plan: firewall it)",
+            )
         )
     elif value in ("127.0.0.1", "localhost", "::1"):
         parts.append(_Part(setting, "$.container.api.bind", _set(("container", "api", "bind"), "loopback")))
@@ -399,16 +476,25 @@ def _docker_parts(recipe: Recipe, nodes: int, socket_fabric: bool, parts: list[_
         elif key == "memory_limit":
             option("memory", [f"--memory={value}"])
         elif key in ("ulimit", "cap_add", "devices", "security_opt", "volumes"):
-            flag = {"ulimit": "--ulimit", "cap_add": "--cap-add", "devices": "--device",
-                    "security_opt": "--security-opt", "volumes": "--volume"}[key]  # fmt: skip
+            flag = {
+                "ulimit": "--ulimit",
+                "cap_add": "--cap-add",
+                "devices": "--device",
+                "security_opt": "--security-opt",
+                "volumes": "--volume",
+            }[key]
             option(key, [f"{flag}={v}" for v in values])
         elif key == "privileged":
             if value:
                 option(key, ["--privileged"])
         elif key == "accelerator_vendor" and str(value).lower() == "cpu":
-            notes.append(Note("mapped", "executor_config.accelerator_vendor: cpu", "$.container.docker_run_args", "no --gpus"))
+            notes.append(
+                Note("mapped", "executor_config.accelerator_vendor: cpu", "$.container.docker_run_args", "no --gpus")
+            )
         else:
-            notes.append(Note("dropped", f"executor_config.{key}: {value!r}", reason="no docker run option of a rank for it"))
+            notes.append(
+                Note("dropped", f"executor_config.{key}: {value!r}", reason="no docker run option of a rank for it")
+            )
     cpu = str(config.get("accelerator_vendor", "")).lower() == "cpu"
     rdma = not socket_fabric
     defaults: list[tuple[str, list[str], str]] = [
@@ -431,22 +517,63 @@ def _docker_parts(recipe: Recipe, nodes: int, socket_fabric: bool, parts: list[_
         if key in given:
             for arg in given[key]:
                 source = "executor_config." + ("memory_limit" if key == "memory" else key)
-                parts.append(_Part(f"{source}: {arg}", "$.container.docker_run_args", _extend(("container", "docker_run_args"), [arg]), (arg,)))
+                parts.append(
+                    _Part(
+                        f"{source}: {arg}",
+                        "$.container.docker_run_args",
+                        _extend(("container", "docker_run_args"), [arg]),
+                        (arg,),
+                    )
+                )
         elif default:
             for arg in default:
-                parts.append(_Part(f"{_SEED000}: {arg}", "$.container.docker_run_args", _extend(("container", "docker_run_args"), [arg]), (arg,), why, "added"))
+                parts.append(
+                    _Part(
+                        f"{_SEED000}: {arg}",
+                        "$.container.docker_run_args",
+                        _extend(("container", "docker_run_args"), [arg]),
+                        (arg,),
+                        why,
+                        "added",
+                    )
+                )
         if key == "ulimit":
             have = {a.split("=", 2)[1] for a in given.get("ulimit", []) if a.count("=") >= 2}
             for name, arg, reason in ulimits_needed:
                 if name not in have:
-                    parts.append(_Part(f"{_SEED000}: {arg}", "$.container.docker_run_args", _extend(("container", "docker_run_args"), [arg]), (arg,), reason, "added"))
+                    parts.append(
+                        _Part(
+                            f"{_SEED000}: {arg}",
+                            "$.container.docker_run_args",
+                            _extend(("container", "docker_run_args"), [arg]),
+                            (arg,),
+                            reason,
+                            "added",
+                        )
+                    )
         if key == "memory":
             memory = (given.get("memory") or default)[0].split("=", 1)[1]
             swap = f"--memory-swap={memory}"
-            parts.append(_Part(f"{_SEED000}: {swap}", "$.container.docker_run_args", _extend(("container", "docker_run_args"), [swap]), (swap,), "no swap headroom (no-swap-headroom)", "added"))
+            parts.append(
+                _Part(
+                    f"{_SEED000}: {swap}",
+                    "$.container.docker_run_args",
+                    _extend(("container", "docker_run_args"), [swap]),
+                    (swap,),
+                    "no swap headroom (no-swap-headroom)",
+                    "added",
+                )
+            )
     for key in ("privileged", "user", "volumes"):
         for arg in given.get(key, []):
-            parts.append(_Part(f"executor_config.{key}: {arg}", "$.container.docker_run_args", _extend(("container", "docker_run_args"), [arg]), (arg,)))
+            parts.append(
+                _Part(
+                    f"executor_config.{key}: {arg}",
+                    "$.container.docker_run_args",
+                    _extend(("container", "docker_run_args"), [arg]),
+                    (arg,),
+                )
+            )
 
 
 def _env_parts(recipe: Recipe, nodes: int, fabric: dict[str, Any], parts: list[_Part], notes: list[Note]) -> None:
@@ -466,10 +593,14 @@ def _env_parts(recipe: Recipe, nodes: int, fabric: dict[str, Any], parts: list[_
         elif computed.get(name) == value:
             notes.append(Note("mapped", setting, "", "the plan sets the same value for this fabric"))
         else:
-            parts.append(_Part(setting, f"$.shapes.<shape>.environment.{name}", _set(("shape", "environment", name), value)))
+            parts.append(
+                _Part(setting, f"$.shapes.<shape>.environment.{name}", _set(("shape", "environment", name), value))
+            )
 
 
-def _assemble(recipe: Recipe, nodes: int, read: dict[str, Any], parts: Sequence[_Part], fabric: dict[str, Any]) -> dict[str, Any]:
+def _assemble(
+    recipe: Recipe, nodes: int, read: dict[str, Any], parts: Sequence[_Part], fabric: dict[str, Any]
+) -> dict[str, Any]:
     shape = shape_name(nodes)
     doc: dict[str, Any] = {"shape": {"sizing": {}, "fabric": dict(fabric), "environment": {}}, "container": {}}
     for part in parts:
@@ -505,9 +636,11 @@ def _assemble(recipe: Recipe, nodes: int, read: dict[str, Any], parts: Sequence[
     for part in parts:
         path = part.path.replace("<shape>", shape)
         if path.endswith(("docker_run_args", "serve_args")):
-            what = "executor_config, and seed 000's options where a rule needs one it does not give" if path.endswith(
-                "docker_run_args"
-            ) else "the command's other flags, as written"
+            what = (
+                "executor_config, and seed 000's options where a rule needs one it does not give"
+                if path.endswith("docker_run_args")
+                else "the command's other flags, as written"
+            )
             sources[path] = _cite(recipe, what)
         elif _exists(profile, path) and path not in sources:
             sources[path] = _cite(recipe, part.setting) if part.kind == "mapped" else part.setting
@@ -564,7 +697,7 @@ def _blamed(problem: Problem, parts: Sequence[_Part], shape: str) -> list[_Part]
 def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | None = None) -> Imported:
     """The profile and inventory hosts for ``recipe`` on ``hosts`` (management addresses or names, by rank), with
     ``fabric`` addresses by rank (None: missing). ImportRefused with every reason when it cannot be served."""
-    notes: list[Note] = list(Note("mapped", n) for n in recipe.notes)
+    notes: list[Note] = [Note("mapped", n) for n in recipe.notes]
     refusals: list[str] = []
     hosts = [str(h).strip() for h in hosts]
     nodes = len(hosts)
@@ -582,7 +715,9 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
     if recipe.mode == "solo":
         refusals.append("solo: the recipe runs on one node (solo_only or mode: solo); the collection serves 3, 4 or 8")
     if nodes < recipe.min_nodes or (recipe.max_nodes is not None and nodes > recipe.max_nodes):
-        span = f"{recipe.min_nodes}..{recipe.max_nodes}" if recipe.max_nodes is not None else f"{recipe.min_nodes} or more"
+        span = (
+            f"{recipe.min_nodes}..{recipe.max_nodes}" if recipe.max_nodes is not None else f"{recipe.min_nodes} or more"
+        )
         refusals.append(f"min_nodes/max_nodes: the recipe runs on {span} nodes, not {nodes}")
     if not recipe.container:
         refusals.append("no container: the image every rank runs")
@@ -599,15 +734,28 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
         elif key not in _READ and key not in _NO_PLACE:
             notes.append(Note("dropped", key, reason="not a key sparkrun 0.4.2 reads for a vLLM launch"))
     if recipe.variants and recipe.variant is None:
-        notes.append(Note("mapped", "variants", "", f"none chosen (offered: {', '.join(recipe.variants)}); "
-                          "the defaults, as sparkrun 0.4.2 reads them; choose one with -e sparkrun_variant=NAME"))  # fmt: skip
+        notes.append(
+            Note(
+                "mapped",
+                "variants",
+                "",
+                f"none chosen (offered: {', '.join(recipe.variants)}); "
+                "the defaults, as sparkrun 0.4.2 reads them; choose one with -e sparkrun_variant=NAME",
+            )
+        )
     inventory = inventory_hosts(hosts, fabric)
     parts: list[_Part] = []
     argv = _tokens(recipe, notes, refusals)
     read = _read_command(recipe, argv, nodes, inventory, parts, notes, refusals) if argv else {"forks": []}
     for key in sorted(set(recipe.chain) - set(recipe.used) - set(_SPARKRUN_KEYS)):
         if recipe.rendered is not None and key not in ("tensor_parallel", "pipeline_parallel", "data_parallel"):
-            notes.append(Note("dropped", f"{recipe.chain_origin[key]}.{key}", reason="the command template does not use it: no vllm serve argument comes of it"))
+            notes.append(
+                Note(
+                    "dropped",
+                    f"{recipe.chain_origin[key]}.{key}",
+                    reason="the command template does not use it: no vllm serve argument comes of it",
+                )
+            )
 
     tp = recipe.parallel("tensor_parallel")
     if read.get("tp") is not None and tp is not None and read["tp"] != tp:
@@ -617,7 +765,7 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
         refusals.append(
             f"tensor_parallel {tp}: the recipe runs on {tp} node(s), and {nodes} hosts are given; the collection runs "
             f"one rank per node, tensor parallel across all of them (sparkrun's -o tensor_parallel={nodes}: "
-            f"-e '{{\"sparkrun_options\": {{\"tensor_parallel\": {nodes}}}}}')"
+            f'-e \'{{"sparkrun_options": {{"tensor_parallel": {nodes}}}}}\')'
         )
     for key, flag in (("pipeline_parallel", "pp"), ("data_parallel", "dp")):
         value = max(recipe.parallel(key) or 1, read.get(flag) or 1)
@@ -635,7 +783,13 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
     if net is not None:
         if net in ("IB", "Socket"):
             fabric_settings["nccl_net"] = net
-            notes.append(Note("mapped", f"env.NCCL_NET={net}", f"$.shapes.{shape_name(nodes) if nodes in SERVED_NODES else '<shape>'}.fabric.nccl_net"))
+            notes.append(
+                Note(
+                    "mapped",
+                    f"env.NCCL_NET={net}",
+                    f"$.shapes.{shape_name(nodes) if nodes in SERVED_NODES else '<shape>'}.fabric.nccl_net",
+                )
+            )
         else:
             notes.append(Note("dropped", f"env.NCCL_NET={net}", reason="NCCL's transport is IB (RoCE) or Socket"))
     _docker_parts(recipe, nodes, fabric_settings.get("nccl_net") == "Socket", parts, notes)
@@ -645,7 +799,7 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
         if key not in sizing:
             refusals.append(
                 f"{key}: the recipe leaves it to vLLM's default; every rank must be given the same value, so the "
-                f"profile states it: set it in the recipe's defaults or -e '{{\"sparkrun_options\": {{\"{key}\": N}}}}'"
+                f'profile states it: set it in the recipe\'s defaults or -e \'{{"sparkrun_options": {{"{key}": N}}}}\''
             )
     if refusals:
         raise ImportRefused(recipe.source, refusals, notes)

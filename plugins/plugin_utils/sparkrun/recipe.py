@@ -264,7 +264,11 @@ def load_recipe(
                 chain[str(key)], origin[str(key)] = _collapse(value), f"variants.{variant}"
     for key, value in (options or {}).items():
         chain[str(key)], origin[str(key)] = value, "-o"
-    for key, value in (("model", model), ("model_revision", data.get("model_revision")), ("resolved_model_path", model)):
+    for key, value in (
+        ("model", model),
+        ("model_revision", data.get("model_revision")),
+        ("resolved_model_path", model),
+    ):
         if value and key not in chain:
             chain[key], origin[key] = value, "model"
     for key in PARALLELISM:
