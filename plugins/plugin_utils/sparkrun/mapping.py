@@ -29,6 +29,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory im
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import nccl_environment
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import parse_profile
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.secrets import redact_text
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import (
     SIZING_FLAGS,
     has_flag,
@@ -184,10 +185,11 @@ class Note:
     reason: str = ""
 
     def render(self) -> str:
+        """One line; a secret's value shows its length only (``profile.secrets.redact_text``)."""
         if self.kind == "dropped":
-            return f"dropped {self.setting}: {self.reason}"
+            return redact_text(f"dropped {self.setting}: {self.reason}")
         where = f" -> {self.to}" if self.to else ""
-        return f"{self.kind} {self.setting}{where}" + (f" ({self.reason})" if self.reason else "")
+        return redact_text(f"{self.kind} {self.setting}{where}" + (f" ({self.reason})" if self.reason else ""))
 
 
 class ImportRefused(ValueError):
@@ -195,7 +197,7 @@ class ImportRefused(ValueError):
 
     def __init__(self, source: str, reasons: Sequence[str], notes: Sequence[Note] = ()) -> None:
         self.source = source
-        self.reasons = list(reasons)
+        self.reasons = [redact_text(reason) for reason in reasons]
         self.notes = list(notes)
         super().__init__(f"{source}: the import is refused: " + "; ".join(self.reasons))
 
