@@ -21,7 +21,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Problem, ProfileError
@@ -186,10 +186,11 @@ class Note:
 
     def render(self) -> str:
         """One line; a secret's value shows its length only (``profile.secrets.redact_text``)."""
+        setting = redact_text(self.setting)  # alone: a value runs to the next blank
         if self.kind == "dropped":
-            return redact_text(f"dropped {self.setting}: {self.reason}")
+            return f"dropped {setting}: {redact_text(self.reason)}"
         where = f" -> {self.to}" if self.to else ""
-        return redact_text(f"{self.kind} {self.setting}{where}" + (f" ({self.reason})" if self.reason else ""))
+        return f"{self.kind} {setting}{where}" + (f" ({redact_text(self.reason)})" if self.reason else "")
 
 
 class ImportRefused(ValueError):
@@ -212,6 +213,8 @@ class _Part:
     tokens: tuple[str, ...] = ()
     reason: str = ""
     kind: str = "mapped"
+    fallback: _Part | None = None
+    """What replaces it when the plan refuses it (seed 000's value of the same option)."""
 
 
 @dataclass
@@ -329,6 +332,9 @@ def _read_command(
         value = arg.value
         if dest == "tensor_parallel_size":
             read["tp"] = _number(value, int)
+            notes.append(
+                Note("mapped", setting, "$.shapes.<shape>.nodes", "one rank per node, tensor parallel across all")
+            )
         elif dest == "pipeline_parallel_size":
             read["pp"] = _number(value, int)
         elif dest == "data_parallel_size":
@@ -515,10 +521,25 @@ def _docker_parts(recipe: Recipe, nodes: int, socket_fabric: bool, parts: list[_
         ulimits_needed.insert(0, ("memlock", "--ulimit=memlock=-1:-1", "RoCE (memlock-unlimited)"))
     if nodes >= 8:
         ulimits_needed.append(("nofile", "--ulimit=nofile=1048576:1048576", "NCCL 2.30 at 8 ranks (nofile-at-8-ranks)"))
+    needed = {name: (arg, reason) for name, arg, reason in ulimits_needed}
     for key, default, why in defaults:
         if key in given:
             for arg in given[key]:
                 source = "executor_config." + ("memory_limit" if key == "memory" else key)
+                name = arg.split("=", 2)[1] if key == "ulimit" and arg.count("=") >= 2 else ""
+                if name in needed:
+                    fix, reason = needed[name]
+                    fallback = _Part(
+                        f"{_SEED000}: {fix}", "$.container.docker_run_args",
+                        _extend(("container", "docker_run_args"), [fix]), (fix,), reason, "added",
+                    )  # fmt: skip
+                    parts.append(
+                        _Part(
+                            f"{source}: {arg}", "$.container.docker_run_args",
+                            _extend(("container", "docker_run_args"), [arg]), (arg,), fallback=fallback,
+                        )
+                    )  # fmt: skip
+                    continue
                 parts.append(
                     _Part(
                         f"{source}: {arg}",
@@ -685,11 +706,13 @@ def _blamed(problem: Problem, parts: Sequence[_Part], shape: str) -> list[_Part]
     serve_args by the value found)."""
     where = problem.where.split(" ")[0]
     found = json.dumps(problem.found) if problem.found is not None else ""
+    value = problem.found if isinstance(problem.found, str) and problem.found else None
     blamed = []
     for part in parts:
         path = part.path.replace("<shape>", shape)
         if path.endswith(("docker_run_args", "serve_args")):
-            if where.startswith(path) and part.tokens and any(t and t in found for t in part.tokens):
+            tokens = [t for t in part.tokens if t]
+            if where.startswith(path) and any(t in found or (value and value in t) for t in tokens):
                 blamed.append(part)
         elif where == path or where.startswith((path + ".", path + "[")):
             blamed.append(part)
@@ -828,9 +851,12 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
                 ) from None
             for part, problem in blamed.values():
                 dropped.append(part)
+                if part.fallback is not None:
+                    parts.insert(parts.index(part) + 1, part.fallback)
                 notes.append(Note("dropped", part.setting, reason=f"the plan refuses it: {problem.message}"))
             continue
         for part in kept:
             notes.append(Note(part.kind, part.setting, part.path.replace("<shape>", shape), part.reason))
+        notes = [replace(n, to=n.to.replace("<shape>", shape)) for n in notes]
         return Imported(profile, shape, inventory, notes, list(plan["warnings"]))
     raise ImportRefused(recipe.source, ["the plan kept refusing the profile after dropping what it named"], notes)
