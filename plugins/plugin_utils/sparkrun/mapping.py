@@ -833,7 +833,7 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
 
     shape = shape_name(nodes)
     dropped: list[_Part] = []
-    for _ in range(8):
+    for _round in range(8):
         kept = [p for p in parts if p not in dropped]
         profile = _assemble(recipe, nodes, read, kept, fabric_settings)
         text = json.dumps(profile, indent=2)

@@ -149,7 +149,7 @@ def render(template: str, chain: Mapping[str, Any]) -> tuple[str, tuple[str, ...
         used.add(key)
         return str(value)
 
-    for _ in range(_MAX_PASSES):
+    for _pass in range(_MAX_PASSES):
         after = _PLACEHOLDER.sub(fill, masked)
         if after == masked:
             break
