@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import HEAD_GROUP, WORKERS_GROUP
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.sparkrun.mapping import Imported, import_recipe
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.sparkrun.recipe import load_recipe
 
@@ -39,7 +40,7 @@ def hosts_yml(imported: Imported, source: str) -> str:
             "# again with -e import_fabric=F0,F1,... -e import_force=true.",
         ]
     lines += ["dgxspark:", "  children:"]
-    for group, members in (("dgxspark_head", imported.hosts[:1]), ("dgxspark_workers", imported.hosts[1:])):
+    for group, members in ((HEAD_GROUP, imported.hosts[:1]), (WORKERS_GROUP, imported.hosts[1:])):
         lines += [f"    {group}:", "      hosts:"]
         for host in members:
             rank = imported.hosts.index(host)
