@@ -335,10 +335,10 @@ def _read_command(
             notes.append(
                 Note("mapped", setting, "$.shapes.<shape>.nodes", "one rank per node, tensor parallel across all")
             )
-        elif dest == "pipeline_parallel_size":
-            read["pp"] = _number(value, int)
-        elif dest == "data_parallel_size":
-            read["dp"] = _number(value, int)
+        elif dest in ("pipeline_parallel_size", "data_parallel_size"):
+            read["pp" if dest == "pipeline_parallel_size" else "dp"] = _number(value, int)
+            if _number(value, int) == 1:
+                notes.append(Note("dropped", setting, reason="1 is vLLM's default: the plan renders none"))
         elif dest in _PER_RANK:
             notes.append(Note("dropped", setting, reason="per rank: the plan renders it for each rank"))
         elif dest == "master_port":
@@ -828,6 +828,13 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
             )
     if refusals:
         raise ImportRefused(recipe.source, refusals, notes)
+    if str(read.get("model_path") or "").startswith("/"):
+        notes.append(
+            Note("mapped", f"the model path {read['model_path']}", "$.container.model_path",
+                 "sparkrun binds its model cache into the container; a rank here gets only the binds the profile "
+                 "names: set host.weights_path and bind it read-only (--volume=<weights>:<path>:ro) if the image "
+                 "does not hold the weights")
+        )  # fmt: skip
     if read.get("revision") or recipe.data.get("model_revision"):
         notes.append(Note("mapped", "model_revision / --revision", "$.model_revision"))
 
