@@ -173,11 +173,12 @@ Survey questions are made from the argument specs of what each playbook runs (it
   default (AWX refuses such a launch, and a schedule's save, when the question is required). A
   question whose default is empty has none (left blank, the playbook's default applies). Only a
   required option without a default (promote.yml's dgxspark_candidate, window.yml's image and
-  command) is a required question, with no default; its description says what to pass. Options without a literal default (computed from the inventory or the plan: a
-  Jinja default or none) and dict-valued options have no question: give them as extra variables
-  (every template prompts for them). Nor has a variable the playbook sets itself (set_fact: rollback.yml
-  sets the boot's boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable
-  would take its place. A fleet's template for one cluster has no question for a variable that
+  command) is a required question, with no default; its description says what to pass. Options
+  without a literal default (computed from the inventory or the plan: a Jinja default or none) and
+  dict-valued options have no question: give them as extra variables (every template prompts for
+  them). Nor has a variable the playbook sets itself (set_fact: rollback.yml sets the boot's
+  boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable would take
+  its place. A fleet's template for one cluster has no question for a variable that
   the cluster's group sets: AWX gives every launch its survey's defaults as extra variables, which
   would replace the cluster's own (the cluster's groups, dgxspark_cluster_groups, are a dict: no
   template asks for them)."""
