@@ -8,7 +8,8 @@
 #                           stand-in AWX (tests/awx), in .venv-awx
 #   make collection-check   build the collection, check what the tarball holds, install it into a clean
 #                           collections path, run plan.yml from there, galaxy-importer and antsibull-docs
-#                           lint-collection-docs (tools/packaging/check_collection.sh), in .venv-galaxy
+#                           lint-collection-docs with the galaxy venv's ansible-core and .venv's, the newest supported
+#                           (tools/packaging/check_collection.sh), in .venv-galaxy
 #   make ee-context         the execution environment's build context in .build/ee: the collection built, the
 #                           collections it depends on staged, `ansible-builder create` (no image is built;
 #                           tools/packaging/ee_context.py), in .venv-builder
