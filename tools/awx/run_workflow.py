@@ -17,8 +17,12 @@ template's _accept_or_ignore_job_kwargs):
   - extra variables: the survey's defaults for every question not answered, then the node's extra_data, then the
     workflow's extra variables (the launch's -e), then the credentials' injected variables (--credential-var; the
     guards' key, per cluster);
-  - AWX does not start a node's job that lacks an answer to a required survey question (its job fails with
-    "variables_needed_to_start"): here the node fails without a job, and so does the workflow, as AWX shows it.
+  - a node whose prompts its template does not take is refused by AWX when the node is saved (the import fails on
+    it); here such a node fails without a job. A node that leaves a required survey question unanswered (promote's
+    dgxspark_candidate, when the launch gives none) is not refused at save: AWX starts its job without the
+    variable (it only logs "Bad launch configuration") and the playbook's own argument check fails it. Here the
+    node fails up front, status "refused", naming the variable ("variables_needed_to_start"), rather than spend a
+    job on it; either way the node fails, what follows it does not run, and the workflow fails.
 
 With --sim, each node's cluster is a simulated one (sim/README.md): the machine credential is
 .cache/sim/<cluster>/id_ed25519, the network dgxspark-<cluster>-mgmt, the guards' key
