@@ -179,7 +179,7 @@ Survey questions are made from the argument specs of what each playbook runs (it
   them). Nor has a variable the playbook sets itself (set_fact: rollback.yml sets the boot's
   boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable would take
   its place. A fleet's template for one cluster has no question for a variable that
-  the cluster's group sets: AWX gives every launch its survey's defaults as extra variables, which
+  the cluster's group sets: AWX gives every job its survey's defaults (for what a launch leaves unanswered), which
   would replace the cluster's own (the cluster's groups, dgxspark_cluster_groups, are a dict: no
   template asks for them)."""
 
