@@ -164,6 +164,7 @@ def run(
             node, wf, inventory, extra_vars or {}, (node_extra or {}).get(key, {})
         )
         record = runs[key]
+        record.reason = ""
         record.inventory, record.limit = inv, limit
         if refusals:
             record.status, record.reason = "refused", "; ".join(refusals)
