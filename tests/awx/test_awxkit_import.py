@@ -365,7 +365,7 @@ def test_a_second_and_a_third_import_succeed_and_change_nothing(caplog: pytest.L
     awx = seeded()
     run_import(awx, load(), caplog)
     first = _snapshot(awx)
-    for _ in range(2):
+    for _again in range(2):
         run_import(awx, load(), caplog)
         assert _snapshot(awx) == first
     puts = [url for method, url in awx.requests if method == "put" and "/schedules/" in url]

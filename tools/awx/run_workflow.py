@@ -257,7 +257,7 @@ def succeeded(runs: dict[str, NodeRun]) -> bool:
 def _pairs(items: list[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for item in items:
-        key, _, value = item.partition("=")
+        key, _sep, value = item.partition("=")
         try:
             found[key] = json.loads(value)
         except ValueError:
@@ -288,7 +288,7 @@ def main() -> int:
         parser.error("only --sim is implemented: the simulated clusters' credentials and networks")
     node_extra: dict[str, dict[str, Any]] = {}
     for item in args.node_extra:
-        node, _, pair = item.partition(":")
+        node, _sep, pair = item.partition(":")
         node_extra.setdefault(node, {}).update(_pairs([pair]))
     runs = run(
         args.workflow,

@@ -40,14 +40,14 @@ def test_the_fleet_nodes_run_on_their_own_cluster() -> None:
 def test_a_fleet_node_with_another_limit_is_refused() -> None:
     wf = run_workflow.workflow(FLEET)
     node = {**_node(FLEET, "sim3"), "limit": "sim3:sim4"}
-    *_, refusals = run_workflow.node_launch(node, wf, None, {}, {})
+    refusals = run_workflow.node_launch(node, wf, None, {}, {})[3]
     assert refusals == ["limit 'sim3:sim4': dgxspark boot (fleet sim3) does not prompt for a limit on launch"]
 
 
 def test_the_promote_node_is_refused_without_its_candidate_and_runs_with_it() -> None:
     """AWX does not start a node's job without a required answer: promote's candidate, which no default fits."""
     wf = run_workflow.workflow(MAIN)
-    *_, refusals = run_workflow.node_launch(_node(MAIN, "promote"), wf, "sim3", {}, {})
+    refusals = run_workflow.node_launch(_node(MAIN, "promote"), wf, "sim3", {}, {})[3]
     assert refusals == ["variables_needed_to_start: 'dgxspark_candidate' value missing"]
     template, inventory, limit, refusals = run_workflow.node_launch(
         _node(MAIN, "promote"), wf, "sim3", {"dgxspark_candidate": "/x.json"}, {}
@@ -75,7 +75,7 @@ def test_a_refused_node_fails_the_workflow_and_skips_what_follows(
     runs = run_workflow.run(
         MAIN, tmp_path, {"sim3": cluster}, "sim3", {}, {"bench": {"dgxspark_bench_requests": 8}}, log=lambda _: None
     )
-    assert [name for name, *_ in launched] == ["dgxspark preflight", "dgxspark boot", "dgxspark bench"]
+    assert [call[0] for call in launched] == ["dgxspark preflight", "dgxspark boot", "dgxspark bench"]
     assert launched[2][2] == {"dgxspark_bench_requests": 8, "memguard_peer_key": "k"}
     assert runs["promote"].status == "refused" and not run_workflow.succeeded(runs)
 
@@ -84,7 +84,7 @@ def test_a_refused_node_fails_the_workflow_and_skips_what_follows(
     runs = run_workflow.run(
         MAIN, tmp_path, {"sim3": cluster}, "sim3", {"dgxspark_candidate": "/x.json"}, log=lambda _: None
     )
-    assert [name for name, *_ in launched] == ["dgxspark preflight", "dgxspark boot"]
+    assert [call[0] for call in launched] == ["dgxspark preflight", "dgxspark boot"]
     assert {k: r.status for k, r in runs.items()} == {
         "preflight": "successful",
         "boot": "failed",

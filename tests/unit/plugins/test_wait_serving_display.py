@@ -99,7 +99,11 @@ def _run(tmp_path: Path) -> subprocess.CompletedProcess:
     (tmp_path / "action_plugins").mkdir()
     (tmp_path / "action_plugins" / "plain_display.py").write_text(PLAIN)
     old = subprocess.run(
-        ["git", "show", f"{OLD_COMMIT}:plugins/action/wait_serving.py"], cwd=ROOT, capture_output=True, text=True
+        ["git", "show", f"{OLD_COMMIT}:plugins/action/wait_serving.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if old.returncode != 0:
         pytest.skip(f"no git history with {OLD_COMMIT}: {old.stderr.strip()}")
