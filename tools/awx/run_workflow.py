@@ -42,6 +42,7 @@ import secrets
 import sys
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +212,9 @@ def run(
             record.status, record.reason = "failed", f"ansible-core warned: {errant[0].strip()}"
         else:
             record.status = "successful"
-        log(f"[{key}] {template['name']}: {record.status} {record.reason} ({len(job.events)} events)")
+        times = [datetime.fromisoformat(e["created"]) for e in job.events if e.get("created")]
+        took = f", {(max(times) - min(times)).total_seconds():.1f} s from {min(times):%H:%M:%S}" if times else ""
+        log(f"[{key}] {template['name']}: {record.status} {record.reason} ({len(job.events)} events{took})")
 
     def branch(key: str) -> None:
         run_node(key)
