@@ -142,9 +142,62 @@ def prometheus_thresholds(
     return {"groups": [{"name": f"dgxspark-thresholds-{cluster}", "rules": rules}]}
 
 
+def _knob(knobs: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    """A knob as the play templated it (a number may come as its text); ``default`` when empty or null."""
+    value = knobs.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError(
+            f"dgxspark.cluster.prometheus_files: prometheus_{key}: expected {kind.__name__}, found {value!r}"
+        ) from None
+
+
+def cluster_name(knobs: Mapping[str, Any]) -> str:
+    """``prometheus_cluster``; else a fleet's cluster by the head group its dgxspark_cluster_groups names (sim3_head:
+    sim3); else the inventory's directory (inventories/spark3: spark3)."""
+    head_group = str(knobs.get("head_group") or "")
+    name = str(knobs.get("cluster") or "") or (head_group.removesuffix("_head") if head_group else "")
+    return name or str(knobs.get("inventory") or "")
+
+
+def prometheus_files(result: Any, hostvars: Any, knobs: Any) -> dict[str, Any]:
+    """What playbooks/prometheus_targets.yml writes for one cluster, from serving_profile's ``result`` (its ``plan``,
+    ``profile`` and ``shape``) and the play's ``knobs``: ``cluster``, ``targets`` (:func:`prometheus_targets`) and
+    ``thresholds`` (:func:`prometheus_thresholds`)."""
+    if not isinstance(result, Mapping) or not result.get("plan") or not isinstance(result.get("profile"), Mapping):
+        raise AnsibleFilterError("dgxspark.cluster.prometheus_files: the input is serving_profile's result (a plan)")
+    if not isinstance(knobs, Mapping):
+        raise AnsibleFilterError(f"dgxspark.cluster.prometheus_files: the knobs must be a mapping, found {knobs!r}")
+    cluster = cluster_name(knobs)
+    ttft_ms = _knob(knobs, "ttft_p90_ms", float, None)
+    ttft = ttft_slo_seconds(knobs.get("slos")) if ttft_ms is None else ttft_ms / 1000.0
+    sizing = result["profile"]["shapes"][result["shape"]]["sizing"]
+    return {
+        "cluster": cluster,
+        "targets": prometheus_targets(
+            result["plan"],
+            hostvars,
+            cluster,
+            _knob(knobs, "node_exporter_port", int, 9100),
+            str(knobs.get("vllm_address") or ""),
+        ),
+        "thresholds": prometheus_thresholds(
+            cluster,
+            sizing["max_num_seqs"],
+            ttft,
+            _knob(knobs, "kv_cache_usage_max", float, 0.9),
+            _knob(knobs, "guard_grace_fraction", float, 0.5),
+        ),
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
         return {
+            "prometheus_files": prometheus_files,
             "prometheus_targets": prometheus_targets,
             "prometheus_thresholds": prometheus_thresholds,
             "prometheus_ttft_slo_seconds": ttft_slo_seconds,

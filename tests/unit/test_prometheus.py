@@ -18,6 +18,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.cluster.plugins.filter.prometheus import (
     THRESHOLDS,
+    cluster_name,
+    prometheus_files,
     prometheus_targets,
     prometheus_thresholds,
     ttft_slo_seconds,
@@ -239,3 +241,31 @@ def test_the_playbook_names_every_knob_it_reads() -> None:
     assert used and all(f"#   {name} " in header for name in used), sorted(used)
     docs = MONITORING.read_text(encoding="utf-8")
     assert all(name in docs for name in used), sorted(name for name in used if name not in docs)
+
+
+def test_the_cluster_is_named_by_the_knob_the_fleet_or_the_inventory() -> None:
+    assert cluster_name({"cluster": "lab", "head_group": "sim3_head", "inventory": "fleet"}) == "lab"
+    assert cluster_name({"cluster": "", "head_group": "sim3_head", "inventory": "fleet"}) == "sim3"
+    assert cluster_name({"cluster": "", "head_group": "", "inventory": "spark3"}) == "spark3"
+
+
+def test_what_the_playbook_writes_with_the_knobs_as_the_play_templates_them() -> None:
+    result = {
+        "plan": PLAN,
+        "shape": "tp3-triangle",
+        "profile": {"shapes": {"tp3-triangle": {"sizing": {"max_num_seqs": 8}}}},
+    }
+    knobs = {"inventory": "spark3", "node_exporter_port": "9101", "ttft_p90_ms": "", "slos": None}
+    files = prometheus_files(result, HOSTVARS, {**knobs, "kv_cache_usage_max": "0.8", "guard_grace_fraction": ""})
+    assert files["cluster"] == "spark3" and files["targets"]["node"][0]["targets"] == ["192.0.2.10:9101"]
+    rules = {rule["record"]: rule["expr"] for rule in files["thresholds"]["groups"][0]["rules"]}
+    assert rules == {
+        "dgxspark:threshold:max_num_seqs": 'label_replace(vector(8), "cluster", "spark3", "", "")',
+        "dgxspark:threshold:ttft_p90_seconds": 'label_replace(vector(1), "cluster", "spark3", "", "")',
+        "dgxspark:threshold:kv_cache_usage_max": 'label_replace(vector(0.8), "cluster", "spark3", "", "")',
+        "dgxspark:threshold:guard_grace_fraction": 'label_replace(vector(0.5), "cluster", "spark3", "", "")',
+    }
+    with pytest.raises(AnsibleFilterError, match="prometheus_node_exporter_port: expected int"):
+        prometheus_files(result, HOSTVARS, {**knobs, "node_exporter_port": "ninety"})
+    fast = prometheus_files(result, HOSTVARS, {**knobs, "ttft_p90_ms": "800"})["thresholds"]["groups"][0]["rules"]
+    assert fast[1]["expr"] == 'label_replace(vector(0.8), "cluster", "spark3", "", "")'
