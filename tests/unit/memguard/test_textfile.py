@@ -100,7 +100,7 @@ def test_the_daemon_writes_it_atomically_and_it_follows_a_trip(
     engine("a")
     guard = start(settings)
     path = textfile(settings)
-    assert wait_for(lambda: path.exists(), SLACK)
+    assert wait_for(path.exists, SLACK)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # node_exporter runs as its own user
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
     found = parse(path.read_text(encoding="utf-8"))
