@@ -6,9 +6,13 @@
 #                           (tools/awx/gen_resources.py; `make units` fails when it is out of date)
 #   make awx-check          awx/resources.yml through awxkit's own `awx import` code, offline, against a
 #                           stand-in AWX (tests/awx), in .venv-awx
+#   make awx-workflows      the workflows of awx/resources.yml node by node as AWX runs them, ansible-runner in the
+#                           EE, on sim3 and sim4 (tools/awx/run_workflow.py; part of make sim-test too; starts and
+#                           removes the clusters: run it alone)
 #   make collection-check   build the collection, check what the tarball holds, install it into a clean
 #                           collections path, run plan.yml from there, galaxy-importer and antsibull-docs
-#                           lint-collection-docs (tools/packaging/check_collection.sh), in .venv-galaxy
+#                           lint-collection-docs with the galaxy venv's ansible-core and .venv's, the newest supported
+#                           (tools/packaging/check_collection.sh), in .venv-galaxy
 #   make ee-context         the execution environment's build context in .build/ee: the collection built, the
 #                           collections it depends on staged, `ansible-builder create` (no image is built;
 #                           tools/packaging/ee_context.py), in .venv-builder
@@ -45,7 +49,7 @@ BUILDER_VENV_STAMP := $(BUILDER_VENV)/.installed-$(shell cat $(BUILDER_REQS) 2>/
 
 EXTRA_TEST_TARGETS += awx-check collection-check ee-check
 
-.PHONY: awx-resources awx-check collection-check ee-context ee-image ee-check venv-awx venv-galaxy venv-builder lock-awx \
+.PHONY: awx-resources awx-check awx-workflows collection-check ee-context ee-image ee-check venv-awx venv-galaxy venv-builder lock-awx \
         lock-galaxy lock-builder lock-ee clean-packaging
 
 awx-resources: venv ## regenerate awx/resources.yml (AWX job templates, surveys from the argument specs)
@@ -54,6 +58,10 @@ awx-resources: venv ## regenerate awx/resources.yml (AWX job templates, surveys 
 awx-check: venv-awx ## awx/resources.yml through awxkit's `awx import` code against a stand-in AWX (offline)
 	@printf '\n==> %s\n' "awx-check: awxkit import of awx/resources.yml (tests/awx, $(AWX_VENV))"
 	$(AWX_VENV)/bin/python -m pytest -p no:cacheprovider -W ignore::DeprecationWarning -o pythonpath=tests/awx tests/awx
+
+awx-workflows: venv ## both workflows of awx/resources.yml as AWX runs them, on sim3 and sim4 (tools/awx/run_workflow.py)
+	@printf '\n==> %s\n' "awx-workflows: the workflows through ansible-runner in the EE on sim3 and sim4 (tests/sim/cluster/test_awx_workflows.py)"
+	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/sim/cluster/test_awx_workflows.py
 
 collection-check: venv venv-galaxy ## build, install to a clean path, plan.yml from there, galaxy-importer, antsibull-docs lint
 	@printf '\n==> %s\n' "collection-check: the collection as Galaxy gets it (tools/packaging/check_collection.sh)"

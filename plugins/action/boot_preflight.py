@@ -10,6 +10,7 @@ import socket
 import time
 from typing import Any
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _releases
 from ansible_collections.dgxspark.cluster.plugins.module_utils._specs import BOOT_PREFLIGHT
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils._action import ValidatedAction
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan import memguard as _memguard
@@ -50,7 +51,12 @@ class ActionModule(ValidatedAction):
         wanted = {rank["host"] for rank in plan["ranks"]}
         hosts = [h for h in hosts if h.name in wanted]
         decision, release_lines = _boot_preflight.release(
-            plan, profile_sha256, facts, args["candidate"], args["release"] or None
+            plan,
+            profile_sha256,
+            facts,
+            args["candidate"],
+            args["release"] or None,
+            host_sha256=_releases.host_sha256(profile),
         )
         verdict = preflight(
             facts,

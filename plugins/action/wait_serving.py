@@ -16,6 +16,8 @@ connections on), each writing its own state file; the last one to leave removes 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -141,9 +143,7 @@ class ActionModule(ValidatedAction):
             serving = bool(look.get("healthy") and look.get("models"))
             if serving or elapsed - shown >= args["interval"] or not look.get("running"):
                 shown = elapsed
-                display.display(
-                    f"  [{elapsed:6.1f}s] {host} rank container {args['container']}: {phase}; last log: {line}"
-                )
+                _show(f"  [{elapsed:6.1f}s] {host} rank container {args['container']}: {phase}; last log: {line}")
             if serving:
                 _post(board, "served", f"serves {', '.join(look['models'])}")
                 result.update(
@@ -199,7 +199,7 @@ class ActionModule(ValidatedAction):
             if not look.get("running"):
                 detail = f"its container is {look.get('status')} (exit code {look.get('exit_code')})"
                 _post(board, "gone", detail)
-                display.display(f"  [{elapsed:6.1f}s] {who} rank container {args['container']}: {_phase(look)}")
+                _show(f"  [{elapsed:6.1f}s] {who} rank container {args['container']}: {_phase(look)}")
                 tail = self._look(args, task_vars, log_lines=args["log_lines"])
                 result.update(
                     failed=True,
@@ -277,6 +277,17 @@ class Board:
                 shutil.rmtree(self.path, ignore_errors=True)
         except OSError as error:  # the board is only a meeting point: a failure to tidy it fails no rank
             display.warning(f"wait_serving: {self.path}: {error}")
+
+
+def _show(message: str) -> None:
+    """One progress line of the wait, through Display: from this worker process Display hands it to the controller's
+    main process, which shows it (under ansible-runner, AWX's, as a job event of its own). Nothing of it may reach
+    the worker's own stdout, which ansible-core captures and reports ("WorkerProcess ... errantly sent data directly
+    to stdout instead of using Display"): a stdout callback that wraps Display.display (ansible-runner's awx_display
+    does) writes its event markers to sys.stdout around the call when it takes the process for the main one. Such
+    writes are dropped here; the line itself still goes through Display."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        display.display(message)
 
 
 def _post(board: Board | None, state: str, detail: str) -> None:

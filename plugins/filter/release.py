@@ -20,6 +20,8 @@ _rollback_target = lazy("plugin_utils.release.report", "rollback_target")
 _showing = lazy("plugin_utils.release.report", "showing")
 _evidence_line = lazy("plugin_utils.release.report", "evidence_line")
 _promotion_outcome = lazy("plugin_utils.release.report", "promotion_outcome")
+_promote_parameters = lazy("plugin_utils.release.promote_bench", "parameters")
+_load_results = lazy("plugin_utils.bench.bench", "load_results")
 _image_plan = lazy("plugin_utils.release.images", "plan")
 _recover_settings = lazy("plugin_utils.release.recover", "Settings")
 _recover_decide = lazy("plugin_utils.release.recover", "decide")
@@ -74,6 +76,14 @@ def release_evidence_line(result: Any) -> str:
 
 def promotion_outcome(candidate: Any, promoted: Any, rolled_back: Any, verdict: Any = "") -> str:
     return _promotion_outcome(str(candidate), str(promoted), boolean(rolled_back, strict=False), str(verdict))
+
+
+@_said("the promoted run's results file and the dgxspark_bench_* variables given")
+def promote_bench_parameters(given: Any, results: Any, override: Any = False) -> dict[str, Any]:
+    document = _load_results(str(results)) if isinstance(results, str) else results
+    if not isinstance(given, Mapping) or not isinstance(document, Mapping):
+        raise TypeError("needs a dict of the variables given and the results (a path or a document)")
+    return _promote_parameters(document, dict(given), boolean(override, strict=False))
 
 
 @_said("the release module's answer", refused="rollback")
@@ -153,6 +163,7 @@ class FilterModule:
             "rollback_target": rollback_target,
             "release_evidence_line": release_evidence_line,
             "promotion_outcome": promotion_outcome,
+            "promote_bench_parameters": promote_bench_parameters,
             "image_plan": image_plan,
             "recover_decision": recover_decision,
             "recover_attempt_by": recover_attempt_by,

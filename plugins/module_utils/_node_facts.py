@@ -388,7 +388,14 @@ class _Gatherer:
             facts["gid_ipv4"] = sorted({entry["ipv4"] for entry in rdma["roce_v2_ipv4"] if entry["netdev"] == name})
             facts["ipv4"] = None if addresses is None else list(addresses.get(name, []))
             interfaces[name] = facts
-        return {"interfaces": interfaces, "error": error, "default_routes": self.default_routes()}
+        # every interface's IPv4 addresses with their prefix (None when unknown): the preflight reads the management
+        # interface's subnet there (fabric-not-management: no fabric address inside a management subnet)
+        return {
+            "interfaces": interfaces,
+            "error": error,
+            "default_routes": self.default_routes(),
+            "addresses": None if addresses is None else {name: list(found) for name, found in addresses.items()},
+        }
 
     def default_routes(self) -> list[dict[str, Any]] | None:
         """The IPv4 default routes of the main table (/proc/net/route), preferred first; None when unreadable.

@@ -5,8 +5,9 @@ discipline": every profile change keeps its predecessor, with a one-command reve
 after a comparison run, never in place).
 
 A release is one JSON file on the head, ``<directory>/<id>.json`` (0600 in a 0700 directory, owned by root):
-the profile exactly as booted, the plan, each rank's spec hash, the image ID on every node, when and by whom,
-the benchmark evidence that judged it, its state, and its history. States:
+the profile exactly as booted, the plan, each rank's spec hash, the hash of the profile's ``host`` section (the
+memory guard's floors and graces, the helper services, the kernel: what serves beside the ranks), the
+image ID on every node, when and by whom, the benchmark evidence that judged it, its state, and its history. States:
 
 - ``candidate``: booted, not (yet) judged;
 - ``promoted``: the one release that serves by default; at most one at a time;
@@ -22,6 +23,7 @@ No Ansible imports: the ``release`` module and node_facts' ``releases`` section 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -48,6 +50,22 @@ def release_id(created_utc: str, profile_sha256: str) -> str:
     if not ID.match(ident):
         raise ReleaseError(f"cannot make a release id from {created_utc!r} and {profile_sha256!r}")
     return ident
+
+
+# The host section's keys that only the preflight reads before a boot: a change to them changes nothing that
+# serves, so it is not a release (a floor raised above what a serving node reports must not demand a promotion).
+PREFLIGHT_ONLY_HOST_KEYS = ("min_mem_available_gib",)
+
+
+def host_sha256(profile: Mapping[str, Any]) -> str:
+    """The SHA-256 of the profile's ``host`` section as canonical JSON (keys sorted, no spaces), less the keys only
+    the preflight reads (``PREFLIGHT_ONLY_HOST_KEYS``): what serves beside the ranks (the memory guard's settings,
+    the helper services, the kernel). Two profiles whose ranks are the same, spec for spec, are the same release
+    only when this is the same too."""
+    section = profile.get("host") if isinstance(profile, Mapping) else None
+    kept = {k: v for k, v in (section or {}).items() if k not in PREFLIGHT_ONLY_HOST_KEYS}
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_record(record: Any) -> dict[str, Any]:
@@ -109,12 +127,16 @@ def previous(records: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
 
 
 def serving(records: Sequence[Mapping[str, Any]], specs: Mapping[str, str]) -> Mapping[str, Any] | None:
-    """The release whose every rank's spec is what runs (``specs``: host to the running spec label)."""
-    for record in reversed(records):
-        planned = record["spec_sha256"]
-        if planned and all(specs.get(host) == spec for host, spec in planned.items()):
-            return record
-    return None
+    """The release whose every rank's spec is what runs (``specs``: host to the running spec label). Releases that
+    differ in their host section alone run the same specs: the newest that is not retired is the one that serves
+    (a candidate while it is judged, the promoted one after a rollback), else the newest."""
+    matching = [
+        record
+        for record in records
+        if record["spec_sha256"] and all(specs.get(host) == spec for host, spec in record["spec_sha256"].items())
+    ]
+    live = [record for record in matching if record["state"] != "retired"]
+    return (live or matching)[-1] if matching else None
 
 
 def rollback_target(records: Sequence[Mapping[str, Any]], specs: Mapping[str, str]) -> Mapping[str, Any] | None:
@@ -149,6 +171,8 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         "image": record["image"],
         "images": dict(record["images"]),
         "spec_sha256": dict(record["spec_sha256"]),
+        # None for a release recorded before host sections were hashed
+        "host_sha256": record.get("host_sha256"),
         "evidence": sorted((record.get("evidence") or {}).keys()),
         "last_event": events[-1] if events else None,
     }

@@ -39,7 +39,7 @@ options:
     description: The memguard role's settings by their variable names (C(memguard_settings), C(memguard_container),
       C(memguard_emergency_floor_gib), C(memguard_psi_full_avg10_max), C(memguard_stop_timeout_seconds),
       C(memguard_cluster_policy), C(memguard_peer_port), C(memguard_peer_network), C(memguard_docker_socket),
-      C(memguard_python), C(memguard_install_dir), C(memguard_config_dir)).
+      C(memguard_python), C(memguard_install_dir), C(memguard_config_dir)), and optionally C(memguard_textfile_dir).
     type: dict
     required: true
   hosts:

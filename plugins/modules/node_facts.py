@@ -357,12 +357,18 @@ node:
           the kernel prefers (lowest metric) first, each with C(interface), C(gateway) and C(metric); empty when
           there is none, null when the file cannot be read. A preflight compares them with the planned fabric
           ports (a fabric port must not be the management interface).
+        - C(addresses), every interface's IPv4 addresses with prefix length, by name, from the same C(ip) call (null
+          when C(ip) could not tell); a preflight reads the management interface's subnet there (no fabric address
+          may be inside a management subnet).
       returned: when asked for
       type: dict
       sample:
         error: null
         default_routes:
           - {interface: wlP9s9, gateway: 192.168.10.254, metric: 600}
+        addresses:
+          wlP9s9: [192.168.10.21/24]
+          enp1s0f0np0: [192.168.100.10/24]
         interfaces:
           enp1s0f0np0: {present: true, operstate: up, carrier: true, speed_mbps: 200000, mtu: 9000,
                         address: "30:c5:99:3e:6a:13", rdma_device: rocep1s0f0, gid_ipv4: [192.168.100.10],

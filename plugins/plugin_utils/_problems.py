@@ -141,7 +141,12 @@ class Collector:
             return
         self.items.append(Problem(where, message, found, expected, hint, ERROR, self.source, self._line(where)))
 
-    def warn(self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "") -> None:
+    def warn(
+        self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "", check: str = ""
+    ) -> None:
+        """Record a warning; a named ``check`` the profile waives says why (it stays a warning)."""
+        if check and check in self.waivers:
+            message = f"waived {check} ({self.waivers[check]}): {message}"
         self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source, self._line(where)))
 
     @property

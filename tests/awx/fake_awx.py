@@ -18,7 +18,17 @@ this stand-in, which answers as AWX 24.6.1 does:
   LaunchConfigCredentialsBase.is_valid_relation (the template asks for credentials, does not have this one
   already, and the node has no other of its type);
 - a schedule's rrule gets AWX's own checks (SchedulePreviewSerializer.validate_rrule, restated), and a choice
-  field (an execution environment's pull) only takes AWX's choices.
+  field (an execution environment's pull) only takes AWX's choices;
+- a schedule, when it is saved (POST, or a re-import's PUT), must answer every required question of its template's
+  survey in its extra_data: 400 variables_needed_to_start ("'<variable>' value missing") otherwise, as AWX's
+  ScheduleSerializer refuses it (its template's _accept_or_ignore_job_kwargs); a workflow node is not checked so
+  (AWX leaves the required answers out of a node's check);
+- a launch (POST job_templates/N/launch/, what `awx job_templates launch` and the API do) must answer every
+  required question: 400 variables_needed_to_start otherwise, whatever the question's default; the job then gets
+  the answers and, for every question not answered, its default (SurveyJobTemplateMixin);
+- a project syncs (git) only from a URL this AWX reaches (`reachable`), and a manual project's local_path must be a
+  folder of PROJECTS_ROOT (`local_paths`); a job template's playbook must be one the project holds after its sync:
+  400 {"playbook": ["Playbook not found for project."]} otherwise (JobOptionsSerializer.validate).
 
 Pre-existing objects (the Machine credential type and the machine credential an operator creates by
 hand) are added with `add`.
@@ -421,11 +431,17 @@ def survey_errors(spec: Any) -> list[str]:
 class FakeAWX:
     """Stands in for awxkit's Connection (get/post/put/patch/delete/options) over an in-memory AWX."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, reachable: dict[str, list[str]] | None = None, local_paths: dict[str, list[str]] | None = None
+    ) -> None:
         self.objects: dict[str, dict[int, dict[str, Any]]] = {path: {} for path in TYPES}
         self.links: dict[tuple[str, int, str], list[int]] = {}
         self.surveys: dict[int, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
+        # the git URLs a project update reaches -> the playbooks its checkout holds; PROJECTS_ROOT's folders -> theirs
+        self.reachable = dict(reachable or {})
+        self.local_paths = dict(local_paths or {})
+        self.jobs: list[dict[str, Any]] = []
         self._next_id = 1
 
     # ---------------------------------------------------------------- objects
@@ -459,8 +475,49 @@ class FakeAWX:
         for parent, sub in [*CREATE_SUBLISTS, *ATTACH_SUBLISTS]:
             if parent == path:
                 related[sub] = f"{url}{sub}/"
-        extra = {"status": "successful"} if path == "projects" else {}
+        if path == "job_templates":
+            related["launch"] = f"{url}launch/"
+        extra = {"status": self._project_sync(obj)[0]} if path == "projects" else {}
         return {**obj, **extra, "url": url, "type": TYPES[path], "related": related}
+
+    # ---------------------------------------------------------------- what AWX refuses
+    def _project_sync(self, project: dict[str, Any]) -> tuple[str, list[str]]:
+        """A project's status and the playbooks it holds: a git project after its update (successful when this AWX
+        reaches its URL, else failed, with none), a manual one from its folder of PROJECTS_ROOT (status ok)."""
+        if project.get("scm_type", "") == "":
+            found = self.local_paths.get(project.get("local_path", ""))
+            return ("ok", found) if found is not None else ("missing", [])
+        found = self.reachable.get(project.get("scm_url", ""))
+        return ("successful", found) if found is not None else ("failed", [])
+
+    def _required_missing(self, template_id: int, answers: dict[str, Any]) -> list[str]:
+        """AWX's survey check of a launch or a schedule: every required question answered ("'x' value missing")."""
+        template = self.objects["job_templates"].get(template_id) or {}
+        if not template.get("survey_enabled"):
+            return []
+        spec = self.surveys.get(template_id, {}).get("spec", [])
+        return [f"'{q['variable']}' value missing" for q in spec if q.get("required") and q["variable"] not in answers]
+
+    def launch(self, template_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        """POST job_templates/N/launch/: refused without every required answer; the job's extra variables are the
+        answers, then every unanswered question's default (AWX's _update_unified_job_kwargs)."""
+        answers = _json_field(body.get("extra_vars"))
+        if missing := self._required_missing(template_id, answers):
+            raise ApiError(400, {"variables_needed_to_start": missing})
+        template = self.objects["job_templates"][template_id]
+        project = self.objects["projects"].get(template.get("project"), {})
+        status, playbooks = self._project_sync(project)
+        if template.get("playbook") not in playbooks:
+            raise ApiError(400, {"playbook": [f"Playbook not found for project (project {status})."]})
+        defaults = {
+            q["variable"]: q["default"]
+            for q in self.surveys.get(template_id, {}).get("spec", [])
+            if template.get("survey_enabled") and "default" in q
+        }
+        job = {"id": self._next_id, "job_template": template_id, "extra_vars": {**defaults, **answers}}
+        self._next_id += 1
+        self.jobs.append(job)
+        return job
 
     def _list(self, path: str, items: list[dict[str, Any]], query: dict[str, Any]) -> dict[str, Any]:
         wanted = {k: v for k, v in query.items() if k not in ("page", "page_size", "order_by")}
@@ -493,6 +550,18 @@ class FakeAWX:
         }
         if path == "schedules" and "rrule" in data:
             problems.update({"rrule": errors} if (errors := rrule_errors(data["rrule"])) else {})
+        if path == "schedules" and data.get("unified_job_template") is not None:
+            answers = _json_field(data.get("extra_data"))
+            if missing := self._required_missing(data["unified_job_template"], answers):
+                problems["variables_needed_to_start"] = missing
+        if path == "projects" and data.get("scm_type", "") == "" and data.get("local_path", "") not in self.local_paths:
+            problems["local_path"] = [
+                f"Invalid path choice {data.get('local_path')!r}. Available choices are: {sorted(self.local_paths)}"
+            ]
+        if path == "job_templates" and data.get("project") in self.objects["projects"]:
+            _status, playbooks = self._project_sync(self.objects["projects"][data["project"]])
+            if data.get("playbook") not in playbooks:
+                problems["playbook"] = ["Playbook not found for project."]
         if path in LAUNCH_CONFIGS and data.get("unified_job_template") is not None:
             template = self.objects["job_templates"][data["unified_job_template"]]
             for key, ask in ASK_MAPPING.items():
@@ -552,6 +621,16 @@ class FakeAWX:
                 self.objects[path][obj_id].update(body)
                 return 200, self._render(path, self.objects[path][obj_id])
         sub = parts[2]
+        if sub == "launch" and path == "job_templates":
+            if method == "get":
+                template_id = obj_id
+                return 200, {
+                    "variables_needed_to_start": self._required_missing(template_id, {}),
+                    "survey_enabled": bool(self.objects[path][obj_id].get("survey_enabled")),
+                }
+            if method == "post":
+                job = self.launch(obj_id, body or {})
+                return 201, {"job": job["id"], "id": job["id"], "type": "job"}
         if sub == "survey_spec" and path == "job_templates":
             if method == "post":
                 errors = survey_errors(body)
@@ -623,6 +702,18 @@ class FakeAWX:
 
     def delete(self, endpoint: str, **_: Any) -> Any:
         return self._respond("delete", endpoint)
+
+
+def _json_field(value: Any) -> dict[str, Any]:
+    """A JSON field as AWX reads it: a dict, or text holding JSON or YAML (an empty one: nothing)."""
+    if isinstance(value, dict):
+        return value
+    if not value:
+        return {}
+    import yaml  # noqa: PLC0415 - only for extra variables given as text
+
+    loaded = yaml.safe_load(value)
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def _fk_path(path: str, field: str) -> str | None:

@@ -5,7 +5,10 @@ Run in .venv-awx (awxkit 24.6.1 from PyPI): make awx-check.
 
 from __future__ import annotations
 
+import io
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +16,23 @@ import pytest
 import yaml
 
 awxkit_api = pytest.importorskip("awxkit.api.pages.api", reason="awxkit is in .venv-awx (make awx-check)")
+from awxkit import exceptions as awxkit_exceptions  # noqa: E402
 from awxkit import yaml_file  # noqa: E402 - after the importorskip
+from awxkit.api.mixins import has_status  # noqa: E402
 from awxkit.api.pages.api import EXPORTABLE_RESOURCES, ApiV2  # noqa: E402
 from fake_awx import ATTACH_SUBLISTS, CREATE_SUBLISTS, POST_FIELDS, ROOT_ENDPOINTS, FakeAWX  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "awx"))
+import gen_resources  # noqa: E402 - tools/awx is not a package
+
 RESOURCES = ROOT / "awx" / "resources.yml"
+# The file before issue 28 (required questions with defaults, the project at github.com only): what a real AWX
+# 24.6.1 refused on a second import, on an API launch without answers, and without a way to github.com.
+OLD_COMMIT = "dc86be5"
+# What a project's checkout holds: AWX takes a template's playbook only among these, once the project synced.
+PLAYBOOK_FILES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "playbooks").glob("*.yml"))
+SITE_GIT = "https://git.example.internal/platform/dgxspark-cluster.git"
 CREDENTIAL = "dgxspark nodes (SSH)"
 # the fleet (inventories/fleet): its clusters, each with its own machine credential, made by hand like CREDENTIAL
 FLEET = {"sim3": "dgxspark sim3 machine", "sim4": "dgxspark sim4 machine"}
@@ -39,15 +53,32 @@ PLAYBOOKS = (
 FLEET_PLAYBOOKS = ("preflight", "boot", "stop", "bench", "recover")
 
 
-def load() -> dict[str, Any]:
+def load(text: str | None = None) -> dict[str, Any]:
     # the loader `awx import -f yaml` uses (awxkit/cli/custom.py: Import.handle)
+    if text is not None:
+        stream = io.StringIO(text)
+        stream.name = str(RESOURCES)  # the loader resolves !include from the file's folder
+        return yaml.load(stream, Loader=yaml_file.Loader)
     with RESOURCES.open() as stream:
         return yaml.load(stream, Loader=yaml_file.Loader)
 
 
-def seeded() -> FakeAWX:
-    """An AWX that has what an operator makes by hand before the import: the machine credentials."""
-    awx = FakeAWX()
+def load_old() -> dict[str, Any]:
+    """awx/resources.yml as it was at OLD_COMMIT."""
+    proc = subprocess.run(
+        ["git", "show", f"{OLD_COMMIT}:awx/resources.yml"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"no git history with {OLD_COMMIT} here: {proc.stderr.strip()}")
+    return load(proc.stdout)
+
+
+def seeded(reachable: tuple[str, ...] = (gen_resources.SCM_URL,), local_paths: tuple[str, ...] = ()) -> FakeAWX:
+    """An AWX that has what an operator makes by hand before the import: the machine credentials. Its project
+    updates reach the git URLs `reachable`, and PROJECTS_ROOT holds a checkout in each folder of `local_paths`."""
+    awx = FakeAWX(
+        reachable=dict.fromkeys(reachable, PLAYBOOK_FILES), local_paths=dict.fromkeys(local_paths, PLAYBOOK_FILES)
+    )
     machine = awx.add("credential_types", name="Machine", kind="ssh", managed=True)
     org = awx.add("organizations", name="DGX Spark")
     for name in (CREDENTIAL, *FLEET.values()):
@@ -253,7 +284,7 @@ def test_a_second_import_changes_nothing_it_should_not(caplog: pytest.LogCapture
 
 def test_a_missing_credential_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     """Without the hand-made machine credential, awxkit says so (the file holds only its name)."""
-    awx = FakeAWX()
+    awx = FakeAWX(reachable={gen_resources.SCM_URL: PLAYBOOK_FILES})
     awx.add("credential_types", name="Machine", kind="ssh", managed=True)
     with pytest.raises(AssertionError, match="Could not find matching object"):
         run_import(awx, load(), caplog)
@@ -320,3 +351,160 @@ def test_a_node_credential_is_taken_where_the_template_asks_for_one(caplog: pyte
     assert [c["name"] for c in awx.linked("workflow_job_template_nodes", preflight["id"], "credentials")] == [
         FLEET["sim3"]
     ]
+
+
+# ------------------------------------------------------------------- issue 28: what a real AWX 24.6.1 refused
+def _snapshot(awx: FakeAWX) -> Any:
+    return repr((awx.objects, awx.links, awx.surveys))
+
+
+def test_a_second_and_a_third_import_succeed_and_change_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """awxkit's re-import PUTs every object it finds by its natural key (a schedule too), and AWX checks a
+    schedule's PUT against its template's required questions: the file's questions with a default are not
+    required, so the PUTs pass, and they leave every object as the first import left it."""
+    awx = seeded()
+    run_import(awx, load(), caplog)
+    first = _snapshot(awx)
+    for _again in range(2):
+        run_import(awx, load(), caplog)
+        assert _snapshot(awx) == first
+    puts = [url for method, url in awx.requests if method == "put" and "/schedules/" in url]
+    assert len(puts) == 2 * len(awx.find("schedules")) == 12, puts
+
+
+def test_the_old_file_fails_its_second_import_on_every_schedule(caplog: pytest.LogCaptureFixture) -> None:
+    """What AWX 24.6.1 answered: the first import passes (the schedules are made before the surveys), the second
+    fails on all 6 schedules with variables_needed_to_start."""
+    awx = seeded()
+    run_import(awx, load_old(), caplog)
+    caplog.clear()
+    with pytest.raises(AssertionError, match="variables_needed_to_start") as failed:
+        run_import(awx, load_old(), caplog)
+    refused = [line for line in str(failed.value).splitlines() if "variables_needed_to_start" in line]
+    assert len(refused) == 6, refused
+    assert all("value missing" in line for line in refused), refused
+
+
+def test_a_reimport_turns_an_enabled_schedule_off(caplog: pytest.LogCaptureFixture) -> None:
+    """docs/awx.md, section 5: the file sets enabled false and awxkit's re-import PUTs it, so a schedule turned on
+    in AWX is off again after every import (the schedules a team keeps outside the file are left alone)."""
+    awx = seeded()
+    run_import(awx, load(), caplog)
+    (schedule,) = awx.find("schedules", name="dgxspark recover check (fleet sim3)")
+    template = schedule["unified_job_template"]
+    own = awx.add("schedules", name="sim3 recover, ours", unified_job_template=template, rrule="x", enabled=True)
+    awx.objects["schedules"][schedule["id"]]["enabled"] = True
+    run_import(awx, load(), caplog)
+    assert awx.objects["schedules"][schedule["id"]]["enabled"] is False
+    assert awx.objects["schedules"][own["id"]]["enabled"] is True
+
+
+def _launch(awx: FakeAWX, name: str, extra_vars: dict[str, Any] | None = None) -> Any:
+    api = ApiV2(awx, endpoint="/api/v2/").get()
+    (template,) = api.job_templates.get(name=name).results
+    return template.related.launch.post({"extra_vars": extra_vars} if extra_vars is not None else {})
+
+
+REQUIRED = {"dgxspark promote": {"dgxspark_candidate"}, "dgxspark window": {"window_image", "window_command"}}
+
+
+def test_every_template_launches_from_the_api_without_extra_vars(caplog: pytest.LogCaptureFixture) -> None:
+    """`awx job_templates launch NAME` with no extra_vars (the launch endpoint): every template starts a job with its
+    survey's defaults, but for the questions no default fits (REQUIRED), which AWX refuses by name and whose
+    question says what to pass."""
+    awx = seeded()
+    run_import(awx, load(), caplog)
+    data = {t["name"]: t for t in load()["job_templates"]}
+    for name, template in data.items():
+        spec = template["related"]["survey_spec"]["spec"]
+        required = {q["variable"] for q in spec if q["required"]}
+        assert required == REQUIRED.get(name, set()), name
+        for question in spec:
+            if question["required"]:
+                assert "default" not in question, name
+                assert "Required, no default: pass" in question["question_description"], (name, question)
+        if required:
+            with pytest.raises(awxkit_exceptions.BadRequest) as refused:
+                _launch(awx, name)
+            assert sorted(refused.value.msg["variables_needed_to_start"]) == sorted(
+                f"'{v}' value missing" for v in required
+            )
+            continue
+        _launch(awx, name)
+        job = awx.jobs[-1]
+        assert job["extra_vars"] == {q["variable"]: q["default"] for q in spec if "default" in q}, name
+
+
+def test_promote_launches_with_its_candidate(caplog: pytest.LogCaptureFixture) -> None:
+    awx = seeded()
+    run_import(awx, load(), caplog)
+    _launch(awx, "dgxspark promote", {"dgxspark_candidate": "/runner/project/profiles/next.json"})
+    assert awx.jobs[-1]["extra_vars"]["dgxspark_candidate"] == "/runner/project/profiles/next.json"
+    assert awx.jobs[-1]["extra_vars"]["boot_timeout"] == 900
+
+
+def test_the_old_file_refuses_an_api_launch_without_answers(caplog: pytest.LogCaptureFixture) -> None:
+    """What AWX 24.6.1 answered the old file's templates: 400 variables_needed_to_start for every required
+    question, default or not."""
+    awx = seeded()
+    run_import(awx, load_old(), caplog)
+    with pytest.raises(awxkit_exceptions.BadRequest) as refused:
+        _launch(awx, "dgxspark preflight")
+    assert "'boot_timeout' value missing" in refused.value.msg["variables_needed_to_start"]
+
+
+def test_the_old_file_fails_every_template_where_github_is_out_of_reach(caplog: pytest.LogCaptureFixture) -> None:
+    """An AWX that reaches only its site's git server: the old file's project (github.com) fails its update, and
+    AWX refuses all 21 templates ("Playbook not found for project")."""
+    with pytest.raises(AssertionError, match="Playbook not found for project") as failed:
+        run_import(seeded(reachable=(SITE_GIT,)), load_old(), caplog)
+    refused = [line for line in str(failed.value).splitlines() if "Playbook not found for project" in line]
+    assert len(refused) == 21, refused
+
+
+def test_a_site_git_project_imports(caplog: pytest.LogCaptureFixture) -> None:
+    """gen_resources.py --scm-url SITE_GIT --scm-branch release: the project syncs from the site's git server, every
+    template takes its playbook, and a re-import changes nothing."""
+    awx = seeded(reachable=(SITE_GIT,))
+    text = gen_resources.render(scm_url=SITE_GIT, scm_branch="release")
+    run_import(awx, load(text), caplog)
+    (project,) = awx.find("projects", name="dgxspark.cluster")
+    assert (project["scm_type"], project["scm_url"], project["scm_branch"]) == ("git", SITE_GIT, "release")
+    assert len(awx.find("job_templates")) == 21
+    first = _snapshot(awx)
+    run_import(awx, load(text), caplog)
+    assert _snapshot(awx) == first
+    _launch(awx, "dgxspark preflight")
+
+
+def test_a_manual_project_imports(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gen_resources.py --local-path dgxspark-cluster: a manual project (no git), the checkout in PROJECTS_ROOT's
+    folder; every template takes its playbook from it. A manual project never updates, so awxkit's wait for its first
+    update after creating it (5 minutes on a real AWX) times out and the import goes on: cut short here."""
+    monkeypatch.setattr(has_status, "poll_until", lambda function, interval=5, timeout=0: _poll_once(function))
+    awx = seeded(reachable=(), local_paths=("dgxspark-cluster",))
+    text = gen_resources.render(local_path="dgxspark-cluster")
+    run_import(awx, load(text), caplog)
+    (project,) = awx.find("projects", name="dgxspark.cluster")
+    assert (project["scm_type"], project["local_path"]) == ("", "dgxspark-cluster")
+    assert "scm_url" not in project
+    assert len(awx.find("job_templates")) == 21
+    first = _snapshot(awx)
+    run_import(awx, load(text), caplog)
+    assert _snapshot(awx) == first
+    _launch(awx, "dgxspark boot")
+    # a folder that PROJECTS_ROOT does not hold is refused with the project, and so then is every template
+    with pytest.raises(AssertionError, match="Invalid path choice"):
+        run_import(seeded(reachable=(), local_paths=("elsewhere",)), load(text), caplog)
+
+
+def _poll_once(function: Any) -> Any:
+    value = function()
+    if not value:
+        raise awxkit_exceptions.WaitUntilTimeout(None, "Timeout after 0 seconds.")
+    return value
+
+
+def test_the_generator_refuses_a_manual_project_with_a_url() -> None:
+    with pytest.raises(ValueError, match="PROJECTS_ROOT"):
+        gen_resources.render(local_path="a/b")

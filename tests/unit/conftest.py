@@ -19,6 +19,42 @@ SPARK3 = ROOT / "inventories" / "spark3" / "serving-profile.json"
 SPARK8 = ROOT / "inventories" / "spark8" / "serving-profile.json"
 SEED000 = FIXTURES / "seed000-serving-profile.json"
 DELETE = object()
+# inventories/spark3 without its weights (host.weights_path, their read-only bind, the model path inside it) and
+# seed 000's KV cost per token: the profile as the preflight tests' nodes, which report no weights, were written for
+SPARK3_WITHOUT_WEIGHTS_EDITS: dict[str, Any] = {
+    "host/weights_path": DELETE,
+    "sources/$.host.weights_path": DELETE,
+    "container/model_path": "deepseek-ai/DeepSeek-V4.1-Flash-1017",
+    "sources/$.container.model_path": "seed 000 README: weights deepseek-ai/DeepSeek-V4.1-Flash-1017 (a hub id; mount "
+    "your Hugging Face cache or set a local path)",
+    "sources/$.container.docker_run_args": "seed 000 dataset preview (first 9 elements) and README 'Container runtime "
+    "arguments that matter' (--shm-size=16g, --memory=112g, --memory-swap=112g); seed 000 also pins a --cpuset-cpus "
+    "set it does not publish: add yours per host in dgxspark_overrides",
+    "model_config": DELETE,
+    "sources/$.model_config.kv_cache_bytes_per_token": DELETE,
+}
+
+
+def spark3_without_weights_file() -> pathlib.Path:
+    """:func:`spark3_without_weights` written once to a file of its own, for the plugins that read a profile's path."""
+    import tempfile
+
+    global _SPARK3_WITHOUT_WEIGHTS_FILE
+    if _SPARK3_WITHOUT_WEIGHTS_FILE is None:
+        path = pathlib.Path(tempfile.mkdtemp(prefix="spark3-without-weights-")) / "serving-profile.json"
+        path.write_text(json.dumps(spark3_without_weights(), indent=2) + "\n", encoding="utf-8")
+        _SPARK3_WITHOUT_WEIGHTS_FILE = path
+    return _SPARK3_WITHOUT_WEIGHTS_FILE
+
+
+_SPARK3_WITHOUT_WEIGHTS_FILE: pathlib.Path | None = None
+
+
+def spark3_without_weights() -> dict[str, Any]:
+    """inventories/spark3's profile with no weights on the nodes (:data:`SPARK3_WITHOUT_WEIGHTS_EDITS`)."""
+    data = edited(json.loads(SPARK3.read_text()), SPARK3_WITHOUT_WEIGHTS_EDITS)
+    data["container"]["docker_run_args"] = [a for a in data["container"]["docker_run_args"] if "/models" not in a]
+    return data
 
 
 def self_signed_certificate(directory: pathlib.Path, name: str = "server") -> tuple[pathlib.Path, pathlib.Path]:

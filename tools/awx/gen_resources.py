@@ -168,17 +168,32 @@ Survey questions are made from the argument specs of what each playbook runs (it
   bool -> multiplechoice "true"/"false"; int -> integer; float -> float; str or path -> text
   (multiplechoice when the spec has choices; password when no_log); a list of str or int -> text,
   comma-separated (Ansible's list type splits a string on commas), multiselect when it has choices.
-  The spec's default is the question's default and the question is required (the form starts filled
-  in); a question whose default is empty is optional, with no default (left blank, the playbook's
-  default applies); a required option without a default (promote.yml's dgxspark_candidate) is a
-  required question with no default. Options without a literal default (computed from the inventory or the plan: a
-  Jinja default or none) and dict-valued options have no question: give them as extra variables
-  (every template prompts for them). Nor has a variable the playbook sets itself (set_fact: rollback.yml
-  sets the boot's boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable
-  would take its place. A fleet's template for one cluster has no question for a variable that
-  the cluster's group sets: AWX gives every launch its survey's defaults as extra variables, which
+  The spec's default is the question's default, and the question is not required: the form starts
+  filled in, and a launch that does not answer it (the API's, the CLI's, a schedule's) gets the
+  default (AWX refuses such a launch, and a schedule's save, when the question is required). A
+  question whose default is empty has none (left blank, the playbook's default applies). Only a
+  required option without a default (promote.yml's dgxspark_candidate, window.yml's image and
+  command) is a required question, with no default; its description says what to pass. Options
+  without a literal default (computed from the inventory or the plan: a Jinja default or none) and
+  dict-valued options have no question: give them as extra variables (every template prompts for
+  them). Nor has a variable the playbook sets itself (set_fact: rollback.yml sets the boot's
+  boot_release, boot_profile_content, boot_replace and boot_shape): an extra variable would take
+  its place. A fleet's template for one cluster has no question for a variable that
+  the cluster's group sets: AWX gives every job its survey's defaults (for what a launch leaves unanswered), which
   would replace the cluster's own (the cluster's groups, dgxspark_cluster_groups, are a dict: no
   template asks for them)."""
+
+
+# What a launch must pass for a required question (one without a safe default): AWX refuses a launch without it
+# ("'<variable>' value missing", variables_needed_to_start), so the question itself says what to pass.
+REQUIRED_HINTS = {
+    "dgxspark_candidate": "Required, no default: pass the candidate profile's path in the job's checkout of the "
+    'project, e.g. --extra_vars \'{"dgxspark_candidate": "/runner/project/profiles/next.json"}\'.',
+    "window_image": "Required, no default: pass the job's image, e.g. --extra_vars "
+    '\'{"window_image": "nvcr.io/nvidia/pytorch:25.01-py3", "window_command": "python,-c,print(1)"}\'.',
+    "window_command": "Required, no default: pass the job's command, comma-separated, e.g. --extra_vars "
+    '\'{"window_command": "python,-c,print(1)"}\'.',
+}
 
 
 def _org_key() -> dict[str, Any]:
@@ -306,8 +321,16 @@ def question(name: str, option: dict[str, Any]) -> dict[str, Any] | None:
     else:
         raise ValueError(f"{name}: no survey type for type {kind!r} (elements {elements!r}); extend SURVEY_RULES")
     if q.get("default") in ("", None):
-        q["required"] = bool(given)
         q.pop("default", None)
+    # Required only where no default is safe (a required option without one): AWX's launch endpoint (the API, the
+    # CLI) and a schedule's save refuse a required question that is not answered, default or not, while a
+    # question's default is what AWX gives a job that does not answer it. So a question with a default is not
+    # required: the form still opens filled in, and a launch without extra_vars runs with the defaults.
+    q["required"] = bool(given)
+    if given:
+        q["question_description"] += " " + REQUIRED_HINTS.get(
+            name, f"Required, no default: pass it at launch, e.g. --extra_vars '{{\"{name}\": ...}}'."
+        )
     return q
 
 
@@ -647,8 +670,17 @@ def fleet_workflow(name: str, members: list[Cluster]) -> dict[str, Any]:
     }
 
 
-def schedules() -> list[dict[str, Any]]:
-    """SCHEDULES on the single-cluster templates, and on every fleet cluster's own."""
+def schedules(job_templates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """SCHEDULES on the single-cluster templates, and on every fleet cluster's own.
+
+    AWX checks a schedule, when it is saved (created, or replaced by a re-import's PUT), against its template's
+    required survey questions: each must be answered in the schedule's extra_data. A question is required only
+    where it has no default (question()), and no schedule here may be on such a template: refused here, since no
+    answer in extra_data would be right for every cluster. So a schedule carries no extra_data: each of its jobs
+    gets the survey's defaults as they are then, not a copy frozen at import."""
+    required = {
+        t["name"]: [q["variable"] for q in t["related"]["survey_spec"]["spec"] if q["required"]] for t in job_templates
+    }
     found = []
     targets: list[tuple[str, str]] = [(f"{PREFIX} {{}}", "")]
     targets += [(cluster.template("{}"), f" ({cluster.inventory} {cluster.name})") for cluster in fleet()]
@@ -656,6 +688,11 @@ def schedules() -> list[dict[str, Any]]:
         for name, template, rrule, description in SCHEDULES:
             template_key = _key("job_template", pattern.format(template))
             title = f"{PREFIX} {name}{suffix}"
+            if required.get(template_key["name"]):
+                raise ValueError(
+                    f"schedule {title!r}: its template {template_key['name']!r} has required questions "
+                    f"{required[template_key['name']]}, which AWX refuses a schedule without"
+                )
             found.append(
                 {
                     "name": title,
@@ -686,7 +723,61 @@ def execution_environment(image: str = EE_IMAGE, pull: str = EE_PULL) -> dict[st
     }
 
 
-def resources(ee_image: str = EE_IMAGE, ee_pull: str = EE_PULL) -> dict[str, Any]:
+def project(scm_url: str = SCM_URL, scm_branch: str = SCM_BRANCH, local_path: str | None = None) -> dict[str, Any]:
+    """The project: this repository from git (scm_url, scm_branch; updated on launch), or, with local_path, a manual
+    project, a folder of the checkout under AWX's PROJECTS_ROOT (/var/lib/awx/projects/<local_path>) that AWX never
+    syncs. AWX takes a template's playbook only from a project that has synced (or, manual, whose folder holds it):
+    "Playbook not found for project" otherwise, for every template."""
+    fields: dict[str, Any] = {
+        "name": PROJECT,
+        "organization": _org_key(),
+        "natural_key": _key("project", PROJECT),
+    }
+    if local_path is not None:
+        if not local_path or "/" in local_path or local_path.startswith("."):
+            raise ValueError(f"--local-path {local_path!r}: a folder's name directly under AWX's PROJECTS_ROOT")
+        fields.update(
+            description="The dgxspark.cluster repository, a manual project: a checkout put by hand in "
+            f"PROJECTS_ROOT/{local_path} on every AWX node (never synced; update it there).",
+            scm_type="",
+            local_path=local_path,
+        )
+    else:
+        fields.update(
+            description=f"The dgxspark.cluster repository: its playbooks, roles and inventories ({scm_url}, "
+            f"branch {scm_branch}).",
+            scm_type="git",
+            scm_url=scm_url,
+            scm_branch=scm_branch,
+            scm_clean=True,
+            scm_update_on_launch=True,
+        )
+    fields["allow_override"] = False
+    return {key: fields[key] for key in PROJECT_FIELDS if key in fields}
+
+
+PROJECT_FIELDS = (
+    "name",
+    "description",
+    "organization",
+    "scm_type",
+    "scm_url",
+    "scm_branch",
+    "scm_clean",
+    "scm_update_on_launch",
+    "local_path",
+    "allow_override",
+    "natural_key",
+)
+
+
+def resources(
+    ee_image: str = EE_IMAGE,
+    ee_pull: str = EE_PULL,
+    scm_url: str = SCM_URL,
+    scm_branch: str = SCM_BRANCH,
+    local_path: str | None = None,
+) -> dict[str, Any]:
     names = inventory_names()
     fleets = {name: members for name in names if (members := clusters(name))}
     job_templates = [job_template(t) for t in TEMPLATES]
@@ -702,29 +793,22 @@ def resources(ee_image: str = EE_IMAGE, ee_pull: str = EE_PULL) -> dict[str, Any
                 "natural_key": _org_key(),
             }
         ],
-        "projects": [
-            {
-                "name": PROJECT,
-                "description": "The dgxspark.cluster repository: its playbooks, roles and inventories.",
-                "organization": _org_key(),
-                "scm_type": "git",
-                "scm_url": SCM_URL,
-                "scm_branch": SCM_BRANCH,
-                "scm_clean": True,
-                "scm_update_on_launch": True,
-                "allow_override": False,
-                "natural_key": _key("project", PROJECT),
-            }
-        ],
+        "projects": [project(scm_url, scm_branch, local_path)],
         "execution_environments": [execution_environment(ee_image, ee_pull)],
         "inventory": [inventory(name) for name in names],
         "job_templates": job_templates,
         "workflow_job_templates": [workflow()] + [fleet_workflow(name, members) for name, members in fleets.items()],
-        "schedules": schedules(),
+        "schedules": schedules(job_templates),
     }
 
 
-def render(ee_image: str = EE_IMAGE, ee_pull: str = EE_PULL) -> str:
+def render(
+    ee_image: str = EE_IMAGE,
+    ee_pull: str = EE_PULL,
+    scm_url: str = SCM_URL,
+    scm_branch: str = SCM_BRANCH,
+    local_path: str | None = None,
+) -> str:
     credentials = [CREDENTIAL, *(cluster.credential for cluster in fleet())]
     header = [
         "# GENERATED by tools/awx/gen_resources.py (make awx-resources) - do not edit by hand.",
@@ -733,11 +817,20 @@ def render(ee_image: str = EE_IMAGE, ee_pull: str = EE_PULL) -> str:
         f"# The machine credentials the templates name must exist first, type Machine, organization {ORGANIZATION!r}:",
         *(f"#   {name!r}" for name in credentials),
         f"# The templates run in the execution environment {EE_NAME!r} ({ee_image}, pull {ee_pull}); the schedules",
-        "# are imported disabled.",
+        "# are imported disabled (and every import disables them again: docs/awx.md).",
+        f"# The project: the manual folder {local_path!r} under AWX's PROJECTS_ROOT"
+        if local_path is not None
+        else f"# The project: {scm_url} (branch {scm_branch}); AWX must reach it (or: --scm-url, --local-path).",
         "#",
         *(f"# {line}" if line else "#" for line in SURVEY_RULES.splitlines()),
     ]
-    body = yaml.dump(resources(ee_image, ee_pull), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    body = yaml.dump(
+        resources(ee_image, ee_pull, scm_url, scm_branch, local_path),
+        Dumper=_Dumper,
+        sort_keys=False,
+        width=120,
+        allow_unicode=True,
+    )
     return "\n".join(header) + "\n---\n" + body
 
 
@@ -747,16 +840,33 @@ def main() -> int:
     parser.add_argument("--ee-image", default=EE_IMAGE, help=f"the execution environment's image (default {EE_IMAGE})")
     parser.add_argument("--ee-pull", default=EE_PULL, choices=EE_PULL_CHOICES, help=f"its pull policy ({EE_PULL})")
     parser.add_argument(
+        "--scm-url", default=SCM_URL, help=f"the project's git URL, one AWX reaches (default {SCM_URL})"
+    )
+    parser.add_argument("--scm-branch", default=SCM_BRANCH, help=f"the project's branch (default {SCM_BRANCH})")
+    parser.add_argument(
+        "--local-path",
+        metavar="FOLDER",
+        help="a manual project instead of git: the checkout's folder under AWX's PROJECTS_ROOT (/var/lib/awx/projects)",
+    )
+    parser.add_argument(
         "--output", default=str(OUTPUT), help="where to write (- for stdout; default awx/resources.yml)"
     )
     args = parser.parse_args()
-    custom = (args.ee_image, args.ee_pull) != (EE_IMAGE, EE_PULL)
+    if args.local_path is not None and (args.scm_url, args.scm_branch) != (SCM_URL, SCM_BRANCH):
+        parser.error("--local-path makes a manual project, which has no --scm-url or --scm-branch")
+    site = (args.ee_image, args.ee_pull, args.scm_url, args.scm_branch, args.local_path)
+    custom = site != (EE_IMAGE, EE_PULL, SCM_URL, SCM_BRANCH, None)
     if custom and args.output == str(OUTPUT):
-        parser.error("a site's own image goes to --output FILE or -, not into awx/resources.yml (the repository's)")
-    text = render(args.ee_image, args.ee_pull)
+        parser.error(
+            "a site's own image or project goes to --output FILE or -, not into awx/resources.yml (the repository's)"
+        )
+    try:
+        text = render(*site)
+    except ValueError as error:
+        parser.error(str(error))
     if args.check:
         if custom:
-            parser.error("--check compares the repository's file, made with the default image")
+            parser.error("--check compares the repository's file, made with the default image and project")
         current = OUTPUT.read_text() if OUTPUT.exists() else ""
         if current != text:
             diff = difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(OUTPUT), "generated")

@@ -243,8 +243,10 @@ def run(
     network: str = "none",
     ident: str = "1",
     timeout: float = 1800,
+    volumes: list[str] | None = None,
 ) -> Job:
-    """ansible-runner in the image on the private data directory `path`; the job as its artifacts say."""
+    """ansible-runner in the image on the private data directory `path`; the job as its artifacts say. `volumes`
+    (HOST:CONTAINER) are the folders AWX's "Paths to expose to isolated jobs" would expose to the job."""
     if os.geteuid() == 0:
         # the container runs as the image's user (AWX runs the EE as its own): the directory is handed to it
         uid = int(_image_user(image).split(":")[0])
@@ -265,6 +267,7 @@ def run(
         network,
         "--volume",
         f"{path}:{RUNNER}",
+        *(item for volume in volumes or [] for item in ("--volume", volume)),
         image,
         "ansible-runner",
         "run",
@@ -297,6 +300,7 @@ def launch(
     ident: str = "1",
     timeout: float = 1800,
     limit: str | None = None,
+    volumes: list[str] | None = None,
 ) -> Job:
     """A launch of the template with its survey's defaults: the private data directory, then the run. No inventory
     or limit: the template's own (a fleet cluster's template has both)."""
@@ -305,7 +309,7 @@ def launch(
     if inventory != template_inventory(job_template) and not job_template.get("ask_inventory_on_launch"):
         raise ValueError(f"{template_name} does not ask for an inventory on launch: it runs on its own")
     private_data_dir(path, job_template, inventory, ssh_key, username, extra_vars, ident, limit)
-    return run(path, job_template["playbook"], image, network, ident, timeout)
+    return run(path, job_template["playbook"], image, network, ident, timeout, volumes)
 
 
 def main() -> int:

@@ -947,6 +947,8 @@ def _undecided_line(row: Mapping[str, Any]) -> dict[str, Any]:
         + (
             f"about {needed} requests per level on each run would decide"
             if needed is not None
+            else "at least 2 requests per level on each run are needed for any bound (a spread to judge by)"
+            if worst is None
             else "its change alone reaches the threshold, so more requests of the same would not show it is within"
         ),
     }

@@ -303,12 +303,42 @@ def management_ip(value: Any) -> str | None:
         return None
 
 
+# The inventory gives a management address without its prefix: the plan takes the /24 around it, seed 000's
+# fabric being 'a private /24' of its own. The boot's preflight judges the nodes' real prefixes (node facts).
+MANAGEMENT_PREFIX = 24
+
+
+def management_subnet(address: str) -> ipaddress.IPv4Network | None:
+    """The /24 the plan takes as the management subnet of an IPv4 management address (None for IPv6)."""
+    ip = ipaddress.ip_address(address)
+    return ipaddress.ip_network(f"{ip}/{MANAGEMENT_PREFIX}", strict=False) if ip.version == 4 else None
+
+
 def _check_fabric_apart(hosts: Sequence[Host], by_address: Mapping[str, list[str]], out: Collector) -> None:
-    """Fabric addresses are not management addresses (seed 000: 'a private /24 fabric that is separate
-    from management traffic'): NCCL and the head's rendezvous would otherwise share the SSH network. A host
-    without ``ansible_host`` is managed on its inventory name, compared when that is an address."""
+    """Fabric addresses are not management addresses, nor inside any management subnet of the cluster (seed 000:
+    'a private /24 fabric that is separate from management traffic'): NCCL and the head's rendezvous would
+    otherwise share the SSH network. A host without ``ansible_host`` is managed on its inventory name, compared
+    when that is an address. The management subnet is the /24 around a management address (``MANAGEMENT_PREFIX``:
+    the inventory gives no prefix); one problem per fabric address, naming the first subnet it is inside."""
     managed = {ip: h for h in hosts if (ip := management_ip(connects_to(h))) is not None}
+    subnets: dict[ipaddress.IPv4Network, Host] = {}
+    for ip, manager in managed.items():
+        subnet = management_subnet(ip)
+        if subnet is not None:
+            subnets.setdefault(subnet, manager)
     for address, owners in sorted(by_address.items()):
+        inside = next((n for n in subnets if ipaddress.ip_address(address) in n), None)
+        if address not in managed and inside is not None:
+            manager = subnets[inside]
+            out.error(
+                f"host {owners[0]}: {ADDRESS_VAR}",
+                f"the fabric address is inside the management subnet {inside} (the /{MANAGEMENT_PREFIX} around "
+                f"{MANAGEMENT_VAR} {connects_to(manager)} of host {manager.name}); seed 000 runs NCCL on 'a private "
+                "/24 fabric that is separate from management traffic'",
+                found=address,
+                expected=f"a fabric address outside every management subnet ({', '.join(map(str, subnets))})",
+                check="fabric-not-management",
+            )
         if address in managed:
             manager = managed[address]
             given = str(manager.management_address or "").strip()

@@ -74,6 +74,8 @@ SETTINGS = (
     "memguard_install_dir",
     "memguard_config_dir",
 )
+# Settings a caller may leave out, with their defaults (a caller that predates them plans as before).
+OPTIONAL_SETTINGS: dict[str, Any] = {"memguard_textfile_dir": ""}
 
 
 class MemguardConfigError(ValueError):
@@ -109,6 +111,7 @@ def memguard_config(
     missing = [name for name in SETTINGS if name not in settings]
     if missing:
         raise MemguardConfigError(f"missing role settings: {', '.join(missing)}")
+    settings = {**OPTIONAL_SETTINGS, **settings}
     changes = settings["memguard_settings"] or {}
     if not isinstance(changes, Mapping):
         raise MemguardConfigError(f"memguard_settings: expected a mapping of host fields, found {changes!r}")
@@ -170,6 +173,14 @@ def memguard_config(
                 f"{name}: expected an absolute path of letters, digits and _ . + - / only (it is written into the "
                 f"guard's systemd unit and shell wrapper), found {value!r}"
             )
+    textfile_dir = settings["memguard_textfile_dir"] or ""
+    if textfile_dir and (
+        not isinstance(textfile_dir, str) or not SAFE_PATH.fullmatch(textfile_dir) or "/../" in f"{textfile_dir}/"
+    ):
+        problems.append(
+            "memguard_textfile_dir: expected empty (no metrics) or an absolute directory of letters, digits and "
+            f"_ . + - / only (node_exporter's textfile directory), found {textfile_dir!r}"
+        )
     network = settings["memguard_peer_network"]
     if network not in NETWORKS:
         problems.append(f"memguard_peer_network: expected one of {', '.join(NETWORKS)}, found {network!r}")
@@ -201,7 +212,7 @@ def memguard_config(
         )
     if problems:
         raise MemguardConfigError(f"{host}: {'; '.join(problems)}; nothing was changed")
-    return {
+    config = {
         "host": host,
         "container": container,
         "docker_socket": settings["memguard_docker_socket"],
@@ -226,6 +237,9 @@ def memguard_config(
         "control_socket": CONTROL_SOCKET,
         "watchdog_s": watchdog_seconds(stop_timeout, len(addresses) - 1 if stop_all else 0),
     }
+    if textfile_dir:  # only when asked for: a guard without metrics keeps the configuration it had
+        config["textfile_dir"] = textfile_dir.rstrip("/") or "/"
+    return config
 
 
 def watchdog_seconds(stop_timeout_s: float, peer_count: int) -> int:
@@ -398,7 +412,7 @@ def differences_by_host(
     differences = {}
     for name in hosts:
         own = hostvars.get(name) or {}
-        mine = {**settings, **{k: own[k] for k in SETTINGS if k in own}}
+        mine = {**settings, **{k: own[k] for k in (*SETTINGS, *OPTIONAL_SETTINGS) if k in own}}
         config = memguard_config(host_section, container_name, mine, name, peers, key)
         differences[name] = difference(facts_by_host.get(name) or {}, expectation(config, mine, script_sha)[1])
     return differences

@@ -14,7 +14,6 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema im
 GB10 = {"NCCL_NVLS_ENABLE": "0"}
 # Seed 002 section 4.3 (its TP8 compose file), for every shape on GB10.
 COMMON = {
-    "NCCL_IGNORE_CPU_AFFINITY": "1",
     "NCCL_CUMEM_ENABLE": "0",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
     "NCCL_DEBUG": "WARN",
@@ -34,7 +33,10 @@ SOCKET = {"NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1"}
 # At 8 ranks the default 64 channels cost ~37 GB per rank; 8 channels and 1 MiB buffers bring it
 # to ~11 GB (seed 002 section 4.1 and lesson 1).
 MANY_RANKS = 8
-MANY_RANKS_ENV = {"NCCL_MAX_NCHANNELS": "8", "NCCL_BUFFSIZE": "1048576"}
+# Seed 002's CPU rule, on seed 002's shapes only: its 8 ranks run with NCCL_IGNORE_CPU_AFFINITY=1 (section 4.3) and no
+# CPU set; seed 000's 3 and 4 pin each rank with --cpuset-cpus, which NCCL_IGNORE_CPU_AFFINITY=1 would have NCCL's
+# threads ignore. So a shape renders its own seed's rule (docs/seed-rules.md, "The seeds' CPU rules").
+MANY_RANKS_ENV = {"NCCL_MAX_NCHANNELS": "8", "NCCL_BUFFSIZE": "1048576", "NCCL_IGNORE_CPU_AFFINITY": "1"}
 MAX_CHANNELS_AT_8 = 8
 MAX_BUFFSIZE_AT_8 = 1048576
 # On a ring without a switch only neighbours are cabled; NCCL's tree algorithm would need links
@@ -135,7 +137,7 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
                 )
     if minimum is not None and channels is not None and minimum > channels:
         out.error(f"{where}.NCCL_MIN_NCHANNELS", "above NCCL_MAX_NCHANNELS", found=minimum, expected=f"<= {channels}")
-    _check_seed_values(env, net, where, out)
+    _check_seed_values(env, net, nodes, where, out)
     disabled = env.get("NCCL_IB_DISABLE")
     if net == "IB" and disabled not in (None, "0"):
         out.error(
@@ -159,9 +161,10 @@ def check_nccl_environment(env: Mapping[str, str], nodes: int, net: str, where: 
             )
 
 
-# NCCL variables whose value the seeds fix, and why; an override the other way contradicts them.
-SEED_VALUES: tuple[tuple[str, str, bool, str, str], ...] = (
-    # (variable, value, only with RoCE, why, check)
+# NCCL variables whose value the seeds fix, and why; an override the other way contradicts them: an error where the
+# seed states a rule or the value breaks the fabric, a warning where the seed's compose file only sets it.
+SEED_VALUES: tuple[tuple[str, str, bool, str, str, bool], ...] = (
+    # (variable, value, only with RoCE, why, check, error)
     (
         "NCCL_IB_ROCE_VERSION_NUM",
         "2",
@@ -169,6 +172,7 @@ SEED_VALUES: tuple[tuple[str, str, bool, str, str], ...] = (
         "the fabric runs RoCE v2 (seed 000: 'NCCL runs RoCE v2 over that fabric only'; seed 002 section 4.3: "
         "'2' # RoCE v2); version 1 is not routable and uses another GID",
         "roce-v2",
+        True,
     ),
     (
         "NCCL_CUMEM_ENABLE",
@@ -176,6 +180,7 @@ SEED_VALUES: tuple[tuple[str, str, bool, str, str], ...] = (
         False,
         "seed 002 section 4.3 turns NCCL's cuMem allocations off ('0' # NCCL cumem off) on GB10's unified memory",
         "nccl-cumem-off",
+        True,
     ),
     (
         "NCCL_IB_MERGE_NICS",
@@ -184,13 +189,68 @@ SEED_VALUES: tuple[tuple[str, str, bool, str, str], ...] = (
         "seed 002 section 4.3 keeps the ConnectX-7 ports apart ('0' # No NIC merge), each its own path, "
         "with NCCL_CROSS_NIC=1",
         "nccl-no-nic-merge",
+        True,
+    ),
+    (
+        "NCCL_IB_ADDR_FAMILY",
+        "AF_INET",
+        True,
+        "the fabric is IPv4 (seed 002 section 4.3: 'AF_INET' # IPv4; seed 000's private /24): with another family "
+        "NCCL looks for RoCE GIDs of addresses the fabric ports do not have",
+        "nccl-ipv4",
+        True,
+    ),
+    (
+        "NCCL_CROSS_NIC",
+        "1",
+        True,
+        "seed 002 section 4.3 lets NCCL's rings cross NICs ('1' # Cross-NIC) beside NCCL_IB_MERGE_NICS=0",
+        "nccl-cross-nic",
+        False,
+    ),
+    (
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        "1",
+        False,
+        "seed 002 section 4.3 sets it to '1': a failed or hung collective then ends the rank with an error; with 0 "
+        "a rank whose peer died can wait for ever",
+        "nccl-async-errors",
+        False,
+    ),
+    (
+        "NCCL_DEBUG",
+        "WARN",
+        False,
+        "seed 002 section 4.3 runs NCCL_DEBUG 'WARN'; INFO and TRACE log every connection of every rank (keep them "
+        "for a debugging boot)",
+        "nccl-debug",
+        False,
     ),
 )
+# Seed 002 section 4.3's CPU rule, where it holds: its 8 ranks.
+CPU_AFFINITY = "NCCL_IGNORE_CPU_AFFINITY"
 
 
-def _check_seed_values(env: Mapping[str, str], net: str, where: str, out: Collector) -> None:
-    for name, value, roce_only, why, check in SEED_VALUES:
+def _check_seed_values(env: Mapping[str, str], net: str, nodes: int, where: str, out: Collector) -> None:
+    for name, value, roce_only, why, check, error in SEED_VALUES:
         found = env.get(name)
         if found is None or found == value or (roce_only and net != "IB"):
             continue
-        out.error(f"{where}.{name}", f"contradicts the seeds: {why}", found=found, expected=f'"{value}"', check=check)
+        if error:
+            out.error(
+                f"{where}.{name}", f"contradicts the seeds: {why}", found=found, expected=f'"{value}"', check=check
+            )
+        else:
+            out.warn(
+                f"{where}.{name}", f"differs from the seed: {why}", found=found, expected=f'"{value}"', check=check
+            )
+    affinity = env.get(CPU_AFFINITY)
+    if nodes >= MANY_RANKS and affinity is not None and affinity != "1":
+        out.warn(
+            f"{where}.{CPU_AFFINITY}",
+            "differs from the seed: seed 002 section 4.3 runs its 8 ranks with NCCL_IGNORE_CPU_AFFINITY '1' (Ignore "
+            "CPU affinity) and pins no CPU set; seed 000's --cpuset-cpus rule is for its 3 and 4 nodes",
+            found=affinity,
+            expected='"1" (seed 002 section 4.3)',
+            check="nccl-cpu-affinity",
+        )

@@ -111,14 +111,19 @@ def release(
     facts: Mapping[str, Any],
     candidate: bool = False,
     target: str | None = None,
+    host_sha256: str | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """What this boot means for the releases on the head, and the preflight's lines about it.
 
     The decision: ``first`` (no release yet: this boot's becomes the promoted one), ``promoted`` (the promoted
-    release's ranks again, spec for spec: a change to what the preflight checks alone is not a new release),
-    ``candidate`` (another profile, asked for with ``candidate``), ``rollback`` (to release ``target``). Another
-    profile without ``candidate`` FAILs ``release``. Every boot also checks that the rollback target's images are
-    on every node (``rollback-images``): a rollback must not find them gone."""
+    release's ranks again, spec for spec, and its ``host`` section: ``host_sha256``, ``_releases.host_sha256``),
+    ``candidate`` (another profile, asked for with ``candidate``: other ranks, or the same ranks with another host
+    section, ``host_changed``), ``rollback`` (to release ``target``). Every change to what serves is a release:
+    another profile without ``candidate`` FAILs ``release``, a change of the host section alone (the guard's
+    floors, the helper services) too. A release recorded before host sections were hashed has none: then the
+    same profile file is the same host section, and another file with the same ranks is judged a host change.
+    Every boot also checks that the rollback target's images are on every node (``rollback-images``): a rollback
+    must not find them gone."""
     head = plan["head"]
     node = facts.get(head) if isinstance(facts.get(head), Mapping) else {}
     known = node.get("releases")
@@ -151,7 +156,7 @@ def release(
     elif promoted is None:
         decision["decision"] = "first"
         lines.append(_line("release", head, PASS, "no release yet: this boot's becomes the first, promoted"))
-    elif promoted["spec_sha256"] == specs:  # what serves is the ranks' specs (a preflight floor is not)
+    elif promoted["spec_sha256"] == specs and _same_host(promoted, profile_sha256, host_sha256):
         decision["decision"] = "promoted"
         lines.append(_line("release", head, PASS, f"serves the promoted release {promoted['id']}"))
     elif promoted["profile_sha256"] == profile_sha256 and promoted.get("shape") == plan.get("shape"):
@@ -170,23 +175,63 @@ def release(
         )
     elif candidate:
         decision["decision"] = "candidate"
-        lines.append(
-            _line("release", head, WARN, f"serves a CANDIDATE, not the promoted release {promoted['id']} (asked for)")
-        )
+        host_only = promoted["spec_sha256"] == specs
+        said = f"serves a CANDIDATE, not the promoted release {promoted['id']} (asked for)"
+        if host_only:  # the ranks are the promoted release's: the boot records the release though it starts nothing
+            said += ": the same ranks, another host section (the guard's settings, the helper services)"
+            kept = _serving_candidate(summaries, specs, host_sha256)
+            if kept is None:
+                decision["host_changed"] = True
+            else:  # booted again while it is judged: that candidate serves already, nothing new to record
+                said += f", the candidate {kept['id']} already recorded"
+        lines.append(_line("release", head, WARN, said))
     else:
         decision["decision"] = None
+        host_only = promoted["spec_sha256"] == specs
         lines.append(
             _line(
                 "release",
                 head,
                 FAIL,
                 f"the promoted release is {promoted['id']} (profile {str(promoted['profile_sha256'])[:12]}); this "
-                f"profile ({profile_sha256[:12]}) is another: boot it as a candidate (-e boot_candidate=true, as "
-                "playbooks/promote.yml does), or go back with playbooks/rollback.yml",
+                f"profile ({profile_sha256[:12]}) is another"
+                + (
+                    ": its ranks are the same, spec for spec, but its host section (the guard's floors and graces, "
+                    "the helper services, the kernel) differs, and every change to what serves is a "
+                    "release"
+                    if host_only
+                    else ""
+                )
+                + ": boot it as a candidate (-e boot_candidate=true, as playbooks/promote.yml does), or go back with "
+                "playbooks/rollback.yml",
             )
         )
     lines += _rollback_images(summaries, known, plan, facts, target)
     return decision, lines
+
+
+def _serving_candidate(
+    summaries: Mapping[str, Mapping[str, Any]], specs: Mapping[str, str], host_sha256: str | None
+) -> Mapping[str, Any] | None:
+    """The newest candidate (not retired) whose ranks and host section are these, if one is recorded."""
+    if host_sha256 is None:
+        return None
+    same = [
+        r
+        for r in summaries.values()
+        if r.get("state") == "candidate" and r["spec_sha256"] == specs and r.get("host_sha256") == host_sha256
+    ]
+    return max(same, key=lambda r: str(r.get("created"))) if same else None
+
+
+def _same_host(promoted: Mapping[str, Any], profile_sha256: str, host_sha256: str | None) -> bool:
+    """Whether this profile's host section is the promoted release's (``host_sha256`` None: not judged)."""
+    if host_sha256 is None:
+        return True
+    kept = promoted.get("host_sha256")
+    if kept is None:  # recorded before host sections were hashed: only the same profile file is surely the same
+        return promoted.get("profile_sha256") == profile_sha256
+    return kept == host_sha256
 
 
 def _rollback_images(
@@ -255,6 +300,7 @@ def release_record(
         "shape": plan["shape"],
         "plan": dict(plan),
         "spec_sha256": {rank["host"]: rank["spec_sha256"] for rank in plan["ranks"]},
+        "host_sha256": _releases.host_sha256(planned.get("profile") or {}),
         "image": plan["ranks"][0]["image"],
         "images": dict(images),
         "evidence": {},

@@ -66,6 +66,9 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan import kerne
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.engram_disk import engram_storage
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.engram_disk import judge as engram_nvme
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import MANAGEMENT_VAR, management_ip
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import (
+    management_subnets as _management_subnets,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit import kv_fit
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.weights import CHECK as WEIGHTS_IDENTITY
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.weights import identity
@@ -162,6 +165,10 @@ def preflight(
     as_planned: dict[str, bool] = {}
     created: list[str] = []  # a container created as planned and never started: the boot creates it again
     name = plan["container_name"]  # every rank's
+    fabric_ports, fabric_addresses = _management_subnets.planned_fabric(plan)
+    subnets = _management_subnets.cluster_subnets(
+        facts, {host: (management or {}).get(host) or host for host in fabric_ports}, fabric_ports
+    )
     for rank in plan["ranks"]:
         host = rank["host"]
         node = facts.get(host)
@@ -202,7 +209,16 @@ def preflight(
         )
         lines += _kernel_lines(host, node, {**expect, "ulimits": rank.get("ulimits") or None})
         lines.append(_fabric(host, node))
-        lines.append(fabric_not_management(host, node, (management or {}).get(host) or host, waivers.get(FABRIC_APART)))
+        lines.append(
+            fabric_not_management(
+                host,
+                node,
+                (management or {}).get(host) or host,
+                waivers.get(FABRIC_APART),
+                subnets=subnets,
+                fabric_addresses=fabric_addresses.get(host, []),
+            )
+        )
         lines.append(_weights(host, node, host_section.get("weights_path")))
         if rank["rank"] == 0 and shape is not None:
             # judged when the nodes' facts were bound into the plan (bind), else here
@@ -856,10 +872,17 @@ FABRIC_APART_FIX = (
 
 
 def fabric_not_management(
-    host: str, node: Mapping[str, Any], management: str, waived: str | None = None
+    host: str,
+    node: Mapping[str, Any],
+    management: str,
+    waived: str | None = None,
+    subnets: Sequence[tuple[str, str]] = (),
+    fabric_addresses: Sequence[str] = (),
 ) -> dict[str, str]:
-    """``fabric-not-management``: no planned fabric port carries the address the boot connects to, and none
-    holds the node's IPv4 default route. The fabric role takes its ports over (their addresses, MTU 9000,
+    """``fabric-not-management``: no planned fabric port carries the address the boot connects to, none
+    holds the node's IPv4 default route, and none of this host's planned ``fabric_addresses`` is inside a
+    management subnet of the cluster (``subnets``: each with where it was found; ``management_subnets``).
+    The fabric role takes its ports over (their addresses, MTU 9000,
     their netplan or networkd file), so a management interface among them would lose the connection the
     boot runs on, and NCCL would share it with SSH. A profile that waives the plan's check of the same name
     (``waivers``, with the reason ``waived``) gets a WARN that repeats the reason instead of a FAIL. The fabric
@@ -887,6 +910,12 @@ def fabric_not_management(
         )
     if routed:
         found.append(f"the IPv4 default route leaves by {', '.join(routed)}")
+    within = {a: held for a in fabric_addresses if (held := _management_subnets.inside(a, subnets)) is not None}
+    found += [
+        f"the fabric address {a} is inside the management subnet {net} ({where}; seed 000 keeps the fabric on a "
+        "private /24 of its own)"
+        for a, (net, where) in within.items()
+    ]
     if found:
         message = (
             f"a planned fabric port is the management interface: {'; '.join(found)}; the fabric role would take it "
@@ -906,6 +935,11 @@ def fabric_not_management(
         )
     else:
         checked.append(f"the management address {address} is on none of the planned ports ({', '.join(names)})")
+    if subnets and fabric_addresses:
+        checked.append(
+            f"the fabric addresses ({', '.join(fabric_addresses)}) are outside the management subnets "
+            f"({', '.join(subnet[0] for subnet in subnets)})"
+        )
     if routes is None:
         unchecked.append("the default routes are unknown (node_facts read no /proc/net/route)")
     elif routes:

@@ -40,13 +40,17 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images im
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import PROFILE, TRANSPORTS
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rules import (
     ENGRAM_DISK_ENV,
+    USABLE_GIB,
     check_autotune,
     check_concurrency_at_1m,
     check_container_limits,
+    check_cpu_rules,
     check_engram,
+    check_guard_against_seed000,
     check_kv_left_to_gmu,
     check_kv_plausible,
     check_model_sources,
+    check_nccl_in_budget,
     check_usable_memory,
     model_kv_cost,
 )
@@ -229,8 +233,7 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
             f"{where}.sizing",
             "kv_cache_memory_bytes fixes the KV cache, so vLLM does not use gpu_memory_utilization to size it",
         )
-    check_concurrency_at_1m(nodes, sizing, where, out)
-    check_kv_left_to_gmu(sizing, where, out)
+    check_kv_left_to_gmu(sizing, shape.get("memory"), where, out)
     net = fabric["nccl_net"]
     env = shape_environment(shape)
     check_nccl_environment(env, nodes, net, f"{where}.environment", out)
@@ -249,15 +252,19 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
     check_serve_args(container["serve_args"], container["fork_flags"], _serve_args_path(data, name), out)
     _check_remote_code_outside_serve_args(container, out)
     check_engram(shape, env, container["image"], where, out)
+    check_cpu_rules(nodes, env, container["docker_run_args"], where, out)
     _check_speculative(shape.get("speculative_config"), f"{where}.speculative_config", out)
     serve = serve_argv(container["serve_args"], container["fork_flags"])  # the one reader of serve arguments
     kv_dtype = serve.value("--kv-cache-dtype") or "auto"
     cost = model_kv_cost(data, nodes, kv_dtype, where, out)
     budget = memory_budget(sizing, memory, cost)
+    check_concurrency_at_1m(nodes, sizing, where, out, budget["kv_cache_bytes_per_token"])
     check_memory(budget, limit, where, out)
+    check_gmu_against_memory_limit(sizing, budget, limit, where, out)
     if budget["kv_cache_bytes_per_token"] is None:
         check_kv_plausible(budget, sizing, where, out)
     check_autotune(shape, serve, budget, where, out)
+    check_nccl_in_budget(nodes, memory, where, out)
     kv_bytes = sizing.get("kv_cache_memory_bytes")
     ceiling = limit if limit is not None else GB10_MEMORY_GIB
     if kv_bytes is not None and kv_bytes / GIB >= ceiling:
@@ -274,6 +281,27 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
             f"{where}.memory.components_gib",
             "Engram tables in host memory are missing from the budget",
             expected=f"a '{ENGRAM_COMPONENT}' component (seed 002 section 6.1: 23.60 GB per rank)",
+        )
+
+
+def check_gmu_against_memory_limit(
+    sizing: Mapping[str, Any], budget: Mapping[str, Any], limit: float | None, where: str, out: Collector
+) -> None:
+    """gpu_memory_utilization x usable memory against --memory when the shape has no memory.usable_gib (the budget's
+    own check covers it when it has): a GB10's usable memory is seed 002 section 4.2's 121 GiB."""
+    gmu = sizing.get("gpu_memory_utilization")
+    if gmu is None or limit is None or budget.get("budget_gib") is not None:
+        return
+    total = gmu * USABLE_GIB
+    if total > limit:
+        out.error(
+            f"{where}.sizing.gpu_memory_utilization",
+            f"vLLM may use {total:.2f} GiB (gpu_memory_utilization {gmu:g} x the {USABLE_GIB} GiB of a GB10, seed 002 "
+            f"section 4.2), more than the container's --memory limit of {limit:g} GiB: the rank is OOM-killed while "
+            "it allocates its KV cache",
+            found=gmu,
+            expected=f"<= {limit / USABLE_GIB:.3f} (seed 002: 0.80 and 0.75 under 112g)",
+            check="gmu-within-memory-limit",
         )
 
 
@@ -415,7 +443,7 @@ def check_docker_args(
             found=f"{swap:g} GiB",
             expected=f">= {memory_limit:g} GiB, equal for no swap (seed 000)",
         )
-    check_container_limits(args, where_of, base, memory_limit, swap, out, usable_gib)
+    check_container_limits(args, where_of, base, memory_limit, swap, out, usable_gib, nodes)
     _check_limits(args, where_of, base, nodes, net, out)
     return memory_limit
 
@@ -501,17 +529,7 @@ def _check_host(host: Mapping[str, Any], out: Collector) -> None:
             found=host["startup_memguard_gib"],
             expected=f"> memguard_gib ({host['memguard_gib']:g}); seed 000: 5 and 3",
         )
-    for phase in ("", "startup_"):
-        grace = host[f"{phase}memguard_grace_seconds"]
-        interval = host[f"{phase}memguard_interval_seconds"]
-        if grace < interval:
-            out.error(
-                f"$.host.{phase}memguard_grace_seconds",
-                "a grace period shorter than one sampling interval "
-                "trips on a single low sample (seed 000: ten false kills in a row without grace)",
-                found=grace,
-                expected=f">= {phase}memguard_interval_seconds ({interval:g})",
-            )
+    check_guard_against_seed000(host, out)
     if host["startup_memguard_wait_seconds"] <= host["startup_memguard_grace_seconds"]:
         out.error(
             "$.host.startup_memguard_wait_seconds",

@@ -30,13 +30,17 @@ MEMORY_LIMIT_GIB = 112  # --memory=112g
 OS_RESERVE_GIB = 9  # "9 GB vrijlaten voor het besturingssysteem (121 GB totaal)"
 USABLE_GIB = 121  # seed 002 section 4.2: 121 in all; MemTotal of a 4K-page Spark is 121.69 GiB
 SHM_GIB = 16  # seed 000: --shm-size=16g
+SEED002_RANKS = 8  # seed 002's shapes: 8 ranks (seed 000's: 3 and 4)
 GB10_CPUS = 20  # seed 002 section 2: 10 Cortex-X925 + 10 Cortex-A725
 # MemTotal of a real Spark (docs/units.md): 127,598,768 kB on the 4K-page kernel, 129,798,784 kB on 64K.
 GB10_MEMTOTAL_GIB = 129798784 / 1024**2
 
 # Concurrency at 1M context (seed 000: "4 is the stable operating point at 1M context. 6 and 8 both
 # crashed during load." on 3 nodes; seed 002 section 5.2 ran max_num_seqs 8 at 1M on 8 nodes).
-ONE_M = 1048576
+ONE_M = 1048576  # seed 000's max_model_len, 1,048,576
+ONE_M_TOKENS = 1_000_000  # "1M" by meaning: the rule applies from a decimal million tokens
+SEED000_KV_BYTES = 2362232012  # seed 000's tp3-triangle kv_cache_memory_bytes, sized for one 1,048,576 sequence
+SEED000_BYTES_PER_TOKEN = SEED000_KV_BYTES // ONE_M  # 2,252 bytes per token per rank (of 2,252.8: whole bytes)
 STABLE_SEQS_AT_1M = 4
 CRASHED_SEQS_AT_1M = 6
 SEQS_MEASURED_AT_1M_ON_8 = 8
@@ -45,11 +49,29 @@ SEQS_MEASURED_AT_1M_ON_8 = 8
 # even when VLLM_FLASHINFER_AUTOTUNE=0.
 AUTOTUNE_PEAK_GIB = 10
 AUTOTUNE_COMPONENT = "autotune_peak"
+SEED002_300K = 300000  # seed 002 section 5.1's max_model_len, where the AutoTuner is off
 ENGRAM_DISK_ENV = "DSV41_ENGRAM_DISK"
+NCCL_BUDGET_RANKS = 8  # seed 002 lesson 1: NCCL's share at 8 ranks
+NCCL_GIB_AT_8 = 11
 FLASHINFER_AUTOTUNE_ENV = "VLLM_FLASHINFER_AUTOTUNE"
 # Its serve flag (with --disable-flashinfer-autotune and --no-enable-flashinfer-autotune, the same switch).
 AUTOTUNE_FLAG = "--enable-flashinfer-autotune"
-ENGRAM_MEMORY_IMAGE = "engram-mem"  # seed 002 section 3.2: the image with the Engram patches reverted
+ENGRAM_MEMORY_IMAGE = "engram-mem"
+
+# The memory guard (seed 000: "A guard that kills at a fixed headroom threshold without grace produced ten consecutive
+# false kills on a cold load. The working configuration is a 5 GiB startup floor with a 45 s grace, dropping to a
+# 3 GiB steady floor with a 30 s grace"; "at least 100 GiB MemAvailable on every node" before a boot; "Minimum
+# headroom during the long-context test: 6.8 GiB (head node)").
+GUARD_GRACE_S = {"startup_": 45.0, "": 30.0}
+GUARD_FLOOR_GIB = {"startup_": 5.0, "": 3.0}
+PRE_BOOT_FLOOR_GIB = 100.0
+SEED000_MIN_HEADROOM_GIB = 6.8
+# At or under the memory guard's emergency floor (roles/memguard: memguard_emergency_floor_gib 1.0, "a GB10 can freeze
+# within seconds") the floor's grace never runs: only the emergency trip stands between the rank and the kernel's OOM.
+GUARD_EMERGENCY_GIB = 1.0
+GUARD_GRACE_CHECK = "memguard-grace"
+GUARD_FLOOR_CHECK = "memguard-floors"
+PRE_BOOT_FLOOR_CHECK = "min-mem-available"  # seed 002 section 3.2: the image with the Engram patches reverted
 
 
 def check_container_limits(
@@ -60,12 +82,13 @@ def check_container_limits(
     swap: float | None,
     out: Collector,
     usable_gib: float | None = None,
+    nodes: int = 3,
 ) -> None:
     """Stack, memory and swap, shared memory and CPU pinning, as the seeds set them."""
     _check_stack(args, where_of, base, out)
     _check_memory_limit(where_of, base, memory_limit, swap, usable_gib or USABLE_GIB, out)
     _check_ipc(args, where_of, base, out)
-    _check_cpuset(args, where_of, base, out)
+    _check_cpuset(args, where_of, base, out, nodes)
 
 
 def _check_stack(args: Sequence[str], where_of: Mapping[str, str], base: str, out: Collector) -> None:
@@ -169,15 +192,17 @@ def cpuset_cpus(text: str) -> set[int]:
     return cpus
 
 
-def _check_cpuset(args: Sequence[str], where_of: Mapping[str, str], base: str, out: Collector) -> None:
+def _check_cpuset(args: Sequence[str], where_of: Mapping[str, str], base: str, out: Collector, nodes: int) -> None:
     values = docker.option_values(args, "--cpuset-cpus")
-    if not values:
+    if not values and nodes < SEED002_RANKS:  # seed 002's 8 ranks pin no CPU set (section 4.3: NCCL ignores affinity)
         out.warn(
             base,
             "no --cpuset-cpus: seed 000 pins each rank to a CPU set (it does not publish which); "
             "set one per host in dgxspark_overrides.container.docker_run_args",
             expected='"--cpuset-cpus=<cpus>" per host (seed 000)',
         )
+        return
+    if not values:
         return
     try:
         cpus = cpuset_cpus(values[-1])
@@ -196,17 +221,123 @@ def _check_cpuset(args: Sequence[str], where_of: Mapping[str, str], base: str, o
         )
 
 
-def check_concurrency_at_1m(nodes: int, sizing: Mapping[str, Any], where: str, out: Collector) -> None:
-    """Seed 000: at 1M context, 4 concurrent sequences are stable on 3 nodes; 6 and 8 crashed."""
+def context_like_seed000(length: int, bytes_per_token: float | None) -> float:
+    """``length`` tokens as seed 000's KV cache would count them: scaled by what a token costs against seed 000's
+    2,362,232,012 bytes for 1,048,576 tokens (2,252 whole bytes per token per rank); ``length`` itself when the cost is
+    unknown."""
+    if not bytes_per_token:
+        return float(length)
+    return length * bytes_per_token / SEED000_BYTES_PER_TOKEN
+
+
+def check_guard_against_seed000(host: Mapping[str, Any], out: Collector) -> None:
+    """The memory guard's graces and floors, and the pre-boot floor, judged against seed 000's lesson."""
+    for phase, name in (("startup_", "startup"), ("", "steady")):
+        grace = host[f"{phase}memguard_grace_seconds"]
+        interval = host[f"{phase}memguard_interval_seconds"]
+        seed_grace = GUARD_GRACE_S[phase]
+        if grace < interval:
+            out.error(
+                f"$.host.{phase}memguard_grace_seconds",
+                f"a {name} grace period shorter than one sampling interval trips on a single low sample (seed 000: 'A "
+                "guard that kills at a fixed headroom threshold without grace produced ten consecutive false kills on "
+                "a cold load')",
+                found=grace,
+                expected=f">= {phase}memguard_interval_seconds ({interval:g}); seed 000: {seed_grace:g}",
+                check=GUARD_GRACE_CHECK,
+            )
+        elif grace < seed_grace:
+            out.warn(
+                f"$.host.{phase}memguard_grace_seconds",
+                f"a {name} grace of {grace:g} s is shorter than the {seed_grace:g} s that rode out seed 000's load "
+                "dips ('ten consecutive false kills on a cold load' without grace; 'a 5 GiB startup floor with a 45 s "
+                "grace, dropping to a 3 GiB steady floor with a 30 s grace')",
+                found=grace,
+                expected=f">= {seed_grace:g} (seed 000)",
+                check=GUARD_GRACE_CHECK,
+            )
+        floor = host[f"{phase}memguard_gib"]
+        if floor <= GUARD_EMERGENCY_GIB:
+            out.error(
+                f"$.host.{phase}memguard_gib",
+                f"a {name} floor of {floor:g} GiB leaves the guard unable to fire before the kernel's own OOM: at or "
+                f"under the guard's emergency floor ({GUARD_EMERGENCY_GIB:g} GiB, roles/memguard: 'a GB10 can freeze "
+                "within seconds') its grace never runs (seed 000 guards at 5 GiB starting and 3 GiB serving)",
+                found=floor,
+                expected=f"> {GUARD_EMERGENCY_GIB:g} GiB; seed 000: {GUARD_FLOOR_GIB[phase]:g}",
+                check=GUARD_FLOOR_CHECK,
+            )
+        elif floor >= SEED000_MIN_HEADROOM_GIB:
+            out.warn(
+                f"$.host.{phase}memguard_gib",
+                f"a {name} floor of {floor:g} GiB would have stopped seed 000's own long-context test, which served "
+                f"with {SEED000_MIN_HEADROOM_GIB:g} GiB of headroom at its lowest ('Minimum headroom during the "
+                "long-context test: 6.8 GiB (head node)'); seed 000 guards at 5 GiB starting and 3 GiB serving",
+                found=floor,
+                expected=f"< {SEED000_MIN_HEADROOM_GIB:g} GiB; seed 000: {GUARD_FLOOR_GIB[phase]:g}",
+                check=GUARD_FLOOR_CHECK,
+            )
+    pre_boot = host["min_mem_available_gib"]
+    if pre_boot < PRE_BOOT_FLOOR_GIB:
+        out.warn(
+            "$.host.min_mem_available_gib",
+            f"a pre-boot floor of {pre_boot:g} GiB is under seed 000's ('at least 100 GiB MemAvailable on every node' "
+            "before a boot): a node that starts a load with less is where seed 000's cold loads dipped into the guard",
+            found=pre_boot,
+            expected=f">= {PRE_BOOT_FLOOR_GIB:g} (seed 000)",
+            check=PRE_BOOT_FLOOR_CHECK,
+        )
+
+
+def check_cpu_rules(nodes: int, env: Mapping[str, str], args: Sequence[str], where: str, out: Collector) -> None:
+    """The seeds' two CPU rules, each on its own seed's shapes: seed 000 pins its 3 and 4 ranks with --cpuset-cpus,
+    seed 002 runs its 8 with NCCL_IGNORE_CPU_AFFINITY=1 (section 4.3) and no set. The plan renders only the shape's
+    own seed's rule; a shape that has both says which one holds."""
+    affinity = env.get("NCCL_IGNORE_CPU_AFFINITY")
+    pinned = docker.option_values(args, "--cpuset-cpus")
+    if affinity != "1" or not pinned:
+        return
+    own = (
+        "seed 002's rule holds on this 8-rank shape: NCCL's threads ignore the set, so the pin only fences the "
+        "rank's other threads"
+        if nodes >= SEED002_RANKS
+        else f"seed 000's rule holds on this {nodes}-rank shape: drop NCCL_IGNORE_CPU_AFFINITY (the plan renders it "
+        "at 8 ranks only) so that NCCL keeps to the pinned set"
+    )
+    out.warn(
+        f"{where}.environment.NCCL_IGNORE_CPU_AFFINITY",
+        f"the seeds' CPU rules conflict: seed 000 pins each rank with --cpuset-cpus, seed 002 section 4.3 sets "
+        f"NCCL_IGNORE_CPU_AFFINITY=1 (Ignore CPU affinity) and pins nothing; {own}",
+        found=f"NCCL_IGNORE_CPU_AFFINITY=1 with --cpuset-cpus={pinned[-1]}",
+        expected="one rule: --cpuset-cpus on 3 and 4 ranks (seed 000), NCCL_IGNORE_CPU_AFFINITY=1 on 8 (seed 002)",
+        check="nccl-cpu-affinity",
+    )
+
+
+def check_concurrency_at_1m(
+    nodes: int, sizing: Mapping[str, Any], where: str, out: Collector, bytes_per_token: float | None = None
+) -> None:
+    """Seed 000: at 1M context, 4 concurrent sequences are stable on 3 nodes; 6 and 8 crashed.
+
+    "1M" by meaning: from 1,000,000 tokens (the seeds count in decimal tokens too, docs/units.md), and in seed 000's
+    KV bytes: a shape whose token costs more (its measured or modelled bytes per token) reaches seed 000's 1M KV load
+    at a shorter context, one whose token costs less at a longer one."""
     seqs, length = sizing["max_num_seqs"], sizing["max_model_len"]
-    if length < ONE_M or seqs <= STABLE_SEQS_AT_1M:
+    like = context_like_seed000(length, bytes_per_token)
+    if like < ONE_M_TOKENS or seqs <= STABLE_SEQS_AT_1M:
         return
     place = f"{where}.sizing.max_num_seqs"
     measured = "seed 000: '4 is the stable operating point at 1M context. 6 and 8 both crashed during load.'"
+    scaled = (
+        f" (at {bytes_per_token:,.0f} KV bytes per token per rank, as much KV as {like:,.0f} tokens at seed 000's "
+        f"{SEED000_BYTES_PER_TOKEN:,})"
+        if bytes_per_token
+        else ""
+    )
     if nodes <= 3 and seqs >= CRASHED_SEQS_AT_1M:
         out.error(
             place,
-            f"{seqs} concurrent sequences at {length} tokens of context on {nodes} nodes; {measured}",
+            f"{seqs} concurrent sequences at {length} tokens of context on {nodes} nodes{scaled}; {measured}",
             found=seqs,
             expected=f"<= {STABLE_SEQS_AT_1M}",
             hint="a hard cap on concurrent sequences is one of the four things seed 000 says to get right",
@@ -216,30 +347,43 @@ def check_concurrency_at_1m(nodes: int, sizing: Mapping[str, Any], where: str, o
         out.warn(
             place,
             f"{seqs} concurrent sequences at 1M context is untested on {nodes} nodes, between the stable 4 and "
-            f"the 6 that crashed ({measured})",
+            f"the 6 that crashed ({measured}){scaled}",
             found=seqs,
             expected=f"<= {STABLE_SEQS_AT_1M}",
+            check="concurrency-at-1m",
         )
     elif not (nodes >= 8 and seqs <= SEQS_MEASURED_AT_1M_ON_8):
         out.warn(
             place,
             f"{seqs} concurrent sequences at 1M context on {nodes} nodes is not measured in the seeds ({measured} "
-            "on 3 nodes; seed 000 lists tp4-ring's 16 as 'defined, untested'; seed 002 section 5.2 ran 8 on 8 nodes)",
+            "on 3 nodes; seed 000 lists tp4-ring's 16 as 'defined, untested'; seed 002 section 5.2 ran 8 on 8 nodes)"
+            + scaled,
             found=seqs,
             expected=f"<= {STABLE_SEQS_AT_1M}, or a load test at this setting",
+            check="concurrency-at-1m",
         )
 
 
-def check_kv_left_to_gmu(sizing: Mapping[str, Any], where: str, out: Collector) -> None:
-    """Seed 000: letting vLLM size the KV cache from gpu_memory_utilization is one request away from OOM."""
-    if "kv_cache_memory_bytes" not in sizing:
-        out.warn(
-            f"{where}.sizing",
-            "the KV cache is left to gpu_memory_utilization: seed 000 says inferring it 'produces a boot that "
-            "is one request away from OOM' and sizes it explicitly",
-            found=sizing.get("gpu_memory_utilization"),
-            expected="sizing.kv_cache_memory_bytes (seed 000: 2,362,232,012 for tp3-triangle)",
-        )
+def check_kv_left_to_gmu(
+    sizing: Mapping[str, Any], memory: Mapping[str, Any] | None, where: str, out: Collector
+) -> None:
+    """Seed 000: letting vLLM size the KV cache from gpu_memory_utilization is one request away from OOM.
+
+    A shape passes when it fixes the KV cache (``sizing.kv_cache_memory_bytes``), or when its memory budget gives
+    the KV cache vLLM leaves at this gpu_memory_utilization (``memory.kv_cache_gib``, as seed 002 section 6 reports
+    ~8.7 and ~30 GB for its two configurations): then the KV cache is known, not inferred, and the budget's checks
+    hold it to one max_model_len sequence and to the budget."""
+    if "kv_cache_memory_bytes" in sizing or (memory or {}).get("kv_cache_gib") is not None:
+        return
+    out.error(
+        f"{where}.sizing",
+        "the KV cache is left to gpu_memory_utilization: seed 000 says inferring it 'produces a boot that "
+        "is one request away from OOM' and sizes it explicitly",
+        found=sizing.get("gpu_memory_utilization"),
+        expected="sizing.kv_cache_memory_bytes (seed 000: 2,362,232,012 for tp3-triangle), or the KV cache vLLM "
+        "reports at this gpu_memory_utilization in memory.kv_cache_gib (seed 002 section 6)",
+        check="kv-cache-explicit",
+    )
 
 
 def check_engram(shape: Mapping[str, Any], env: Mapping[str, str], image: str, where: str, out: Collector) -> None:
@@ -308,7 +452,17 @@ def check_autotune(
         )
     components = budget.get("components_gib") or {}
     held, total = budget.get("held_gib"), budget.get("budget_gib")
-    if components and total is not None and held is not None and AUTOTUNE_COMPONENT not in components:
+    if autotuner is True:
+        _check_autotuner_peak(budget, where, out)
+    measured_kv = budget.get("kv_cache_from") == "memory.kv_cache_gib"
+    if (
+        components
+        and total is not None
+        and held is not None
+        and AUTOTUNE_COMPONENT not in components
+        and autotuner is not True
+        and not measured_kv
+    ):
         during = held + AUTOTUNE_PEAK_GIB
         out.warn(
             f"{where}.memory.components_gib",
@@ -319,6 +473,75 @@ def check_autotune(
             + _autotune_kv_cost(budget, during),
             expected=f"a '{AUTOTUNE_COMPONENT}' component of ~{AUTOTUNE_PEAK_GIB}, or a measured profiling peak",
         )
+
+
+def _check_autotuner_peak(budget: Mapping[str, Any], where: str, out: Collector) -> None:
+    """Seed 002 section 5.1 turns the AutoTuner off at 300K ('Voorkomt een OOM-piek'); section 5.2 keeps it on at 1M
+    ('Voldoende geheugenreserve'). By meaning: the AutoTuner is on only where its ~10 GB peak (lesson 5) leaves the
+    KV cache what the shape plans and one max_model_len sequence; without a budget to tell, not at 300K or less."""
+    components = budget.get("components_gib") or {}
+    held, total = budget.get("held_gib"), budget.get("budget_gib")
+    words = (
+        "seed 002 section 5.1 turns the AutoTuner off on its 300K shape ('Voorkomt een OOM-piek', it prevents an OOM "
+        "peak) and keeps it on only at 1M, where the budget has the reserve (section 5.2, lesson 5: ~10 GB while "
+        "vLLM profiles)"
+    )
+    if total is None or held is None or not components:
+        if budget.get("max_model_len", SEED002_300K + 1) <= SEED002_300K:
+            out.error(
+                f"{where}.autotuner",
+                f"autotuner: true on a shape of {budget['max_model_len']:,} tokens with no memory budget to show room "
+                f"for its peak: {words}",
+                found=True,
+                expected=f"false, or a memory budget with an '{AUTOTUNE_COMPONENT}' component that fits",
+                check="autotuner-off-at-300k",
+            )
+        return
+    peak = 0.0 if AUTOTUNE_COMPONENT in components else float(AUTOTUNE_PEAK_GIB)
+    left = total - held - peak
+    planned = budget.get("kv_cache_gib")
+    needed = budget.get("needed_for_max_model_len_gib")
+    short: list[str] = []
+    if planned is not None and left + 0.0005 < planned:
+        short.append(f"the planned {planned:g} GiB KV cache")
+    if needed is not None and left < needed:
+        short.append(f"the {needed:.2f} GiB one max_model_len sequence needs")
+    if budget.get("kv_cache_from") == "sizing.kv_cache_memory_bytes":
+        short = short if left < 0 else []  # a fixed KV cache is allocated as given: only the peak itself must fit
+    if left < 0 or short:
+        out.error(
+            f"{where}.autotuner",
+            f"autotuner: true leaves {max(0.0, left):.2f} GiB of the {total:g} GiB budget after the rank's "
+            f"{held:g} GiB"
+            + (f" and the ~{AUTOTUNE_PEAK_GIB} GiB peak" if peak else " (its peak included)")
+            + (", less than " + " and ".join(short) if short else ", less than nothing")
+            + f": {words}",
+            found=True,
+            expected="false (seed 002 section 5.1: VLLM_FLASHINFER_AUTOTUNE '0'), or a budget with room for the peak",
+            check="autotuner-off-at-300k",
+        )
+
+
+def check_nccl_in_budget(nodes: int, memory: Mapping[str, Any] | None, where: str, out: Collector) -> None:
+    """Seed 002 lesson 1: at 8 ranks NCCL takes ~11 GB a rank even at 8 channels; a budget without it fits on paper."""
+    if nodes < NCCL_BUDGET_RANKS:
+        return
+    components = (memory or {}).get("components_gib") or {}
+    if any(name.startswith("nccl") for name in components):
+        return
+    out.warn(
+        f"{where}.memory" + (".components_gib" if memory else ""),
+        (
+            f"the memory budget at {nodes} ranks has no NCCL component"
+            if memory
+            else f"no memory budget at {nodes} ranks"
+        )
+        + f": seed 002 lesson 1 measures NCCL at ~{NCCL_GIB_AT_8} GB per rank with NCCL_MAX_NCHANNELS=8 and 1 MiB "
+        "buffers (~37 GB at the default 64 channels), 'zonder welke het model niet past' (without which the model "
+        "does not fit); section 6 budgets it in both configurations",
+        expected=f"memory.components_gib.nccl ~{NCCL_GIB_AT_8} (seed 002 sections 6.1 and 6.2)",
+        check="nccl-in-budget",
+    )
 
 
 def _autotune_kv_cost(budget: Mapping[str, Any], during: float) -> str:

@@ -74,16 +74,23 @@ def head_spec(containers: Any) -> str | None:
 
 
 def rollback_target(result: Mapping[str, Any], head: str, head_spec: str | None, wanted: str = "") -> str:
-    """The release a rollback goes to: ``wanted`` when given; else the promoted one while another spec (a
-    candidate's) runs on the head ``head``, else the previous promoted one. Raises ValueError when there is none."""
+    """The release a rollback goes to: ``wanted`` when given; else the promoted one while a candidate runs on the
+    head ``head`` (another spec, or the promoted one's spec with another host section: of the releases with the
+    spec that runs, the newest that is not retired serves), else the previous promoted one. Raises ValueError when
+    there is none."""
     known = {r["id"]: r for r in result.get("releases") or []}
     if wanted:
         if wanted not in known:
             raise ValueError(f"no release {wanted} on the head (known: {', '.join(known) or 'none'})")
         return wanted
     promoted = known.get(result.get("promoted") or "")
-    if promoted is not None and head_spec and (promoted.get("spec_sha256") or {}).get(head) != head_spec:
-        return promoted["id"]
+    if promoted is not None and head_spec:
+        ordered = sorted(known.values(), key=lambda r: (str(r.get("created")), r["id"]))
+        matching = [r for r in ordered if (r.get("spec_sha256") or {}).get(head) == head_spec]
+        live = [r for r in matching if r.get("state") != "retired"]
+        serving = (live or matching)[-1] if matching else None
+        if serving is None or serving["id"] != promoted["id"]:
+            return promoted["id"]
     if result.get("previous"):
         return str(result["previous"])
     raise ValueError(

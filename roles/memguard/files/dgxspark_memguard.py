@@ -52,7 +52,10 @@ are rate-limited and carry no samples.
 
 Every decision is one JSON line in the decision log (rotated by size), with the samples that led to it;
 the state (phase, last sample, trips, health) is rewritten atomically in the state file on every sample.
-A failed write (disk full, EIO) is counted and reported, never fatal. Under systemd (``Type=notify``)
+A failed write (disk full, EIO) is counted and reported, never fatal. With ``textfile_dir`` set, the same
+state is also written, atomically at every sample, in Prometheus' text format for node_exporter's textfile
+collector (``dgxspark_memguard.prom``: phase, MemAvailable, floor, grace left, trips, the last decision's and
+the last sample's times, peers, samples taken). Under systemd (``Type=notify``)
 the loop sends ``READY=1`` and then ``WATCHDOG=1`` at every sample. Standard library only: it runs on
 the nodes, with their system Python.
 """
@@ -130,6 +133,14 @@ REJECTIONS_WINDOW_S = 60.0
 LOG_MAX_BYTES = 16 * 1024 * 1024
 LOG_BACKUPS = 3
 WILDCARDS = ("", "*", "0.0.0.0", "::", "[::]")
+# The Prometheus textfile (node_exporter's textfile collector reads the *.prom files of its directory; the
+# temporary file it is written through does not end in .prom, so a half-written file is never read).
+TEXTFILE_NAME = "dgxspark_memguard.prom"
+# The guard's own decisions: what "the last decision" of its metrics is. The records anyone on the network can
+# cause (peer-rejected, peer-clock-skew) and the listener's are left out, so they cannot make a hung guard look alive.
+OWN_DECISIONS = frozenset(
+    ("start", "phase", "trip", "stop-all", "startup-overdue", "clear", "stop-retry", "peer-ignored", "exit")
+)
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -195,6 +206,11 @@ class Config:
         self.control_socket = str(data.get("control_socket", "/run/dgxspark-memguard/control.sock"))
         self.meminfo_path = str(data.get("meminfo_path", "/proc/meminfo"))
         self.psi_path = str(data.get("psi_path", "/proc/pressure/memory"))
+        # node_exporter's textfile directory; empty: no metrics file
+        self.textfile_dir = data.get("textfile_dir") or ""
+        if not isinstance(self.textfile_dir, str) or (self.textfile_dir and not os.path.isabs(self.textfile_dir)):
+            problems.append(f"textfile_dir: expected an absolute directory or nothing, found {self.textfile_dir!r}")
+            self.textfile_dir = ""
         watchdog = data.get("watchdog_s")
         self.watchdog_s: float | None = None if watchdog is None else number("watchdog_s", data)
         self.peer_max_skew_s = number("peer_max_skew_s", data, default=PEER_MAX_SKEW_S)
@@ -819,6 +835,133 @@ def _write_atomic(path: str, data: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def _label(value: Any) -> str:
+    """A label value as the text format writes it: backslash, double quote and new line escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _value(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "NaN"
+    if isinstance(value, float) and math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value)) if isinstance(value, float) else str(int(value))
+
+
+# Every metric of the textfile: name -> (type, help). docs/monitoring.md lists them; the rules and the dashboard
+# (extras/) query them, and a unit test checks that every name they query is here.
+METRICS: dict[str, tuple[str, str]] = {
+    "dgxspark_memguard_info": ("gauge", "The guard's host and the container it stops (always 1)."),
+    "dgxspark_memguard_phase": ("gauge", "1 for the phase the guard is in (idle, startup, steady), 0 for the others."),
+    "dgxspark_memguard_tripped": ("gauge", "1 while the guard is tripped (until cleared), else 0."),
+    "dgxspark_memguard_tripped_by_peer": ("gauge", "1 while the guard is tripped by a peer's stop-all, else 0."),
+    "dgxspark_memguard_trip_timestamp_seconds": ("gauge", "When the trip in force happened (only while tripped)."),
+    "dgxspark_memguard_trips_total": ("counter", "Trips since the guard started (1 when it started tripped)."),
+    "dgxspark_memguard_startup_overdue": ("gauge", "1 when the last load outlasted the startup phase's wait."),
+    "dgxspark_memguard_mem_available_bytes": ("gauge", "MemAvailable at the last sample (NaN: unreadable)."),
+    "dgxspark_memguard_psi_full_avg10": ("gauge", "PSI memory full avg10 at the last sample, percent."),
+    "dgxspark_memguard_floor_bytes": ("gauge", "The phase's floor (startup and steady only; idle never acts)."),
+    "dgxspark_memguard_emergency_floor_bytes": ("gauge", "Below this the guard trips at once, without grace."),
+    "dgxspark_memguard_grace_seconds": ("gauge", "The phase's grace (startup and steady only)."),
+    "dgxspark_memguard_low_seconds": ("gauge", "How long the samples have been low (under the floor, PSI), 0 if not."),
+    "dgxspark_memguard_grace_left_seconds": ("gauge", "Grace left before a trip (startup and steady only)."),
+    "dgxspark_memguard_last_decision_timestamp_seconds": ("gauge", "When the guard last decided (start, phase, trip)."),
+    "dgxspark_memguard_last_sample_timestamp_seconds": ("gauge", "When the guard last sampled (it is alive)."),
+    "dgxspark_memguard_stale_after_seconds": ("gauge", "A last sample older than this is a guard down or hung."),
+    "dgxspark_memguard_samples_total": ("counter", "Samples taken since the guard started."),
+    "dgxspark_memguard_peers_configured": ("gauge", "The other ranks' guards it tells of a trip (stop-all)."),
+    "dgxspark_memguard_peers_resolved": ("gauge", "Of those, the ones whose address resolved (a trip can reach)."),
+    "dgxspark_memguard_peer_listener_up": ("gauge", "1 when it listens for its peers' trips (stop-all only)."),
+    "dgxspark_memguard_stop_all_unacknowledged": ("gauge", "Peers that did not acknowledge the trip in force."),
+    "dgxspark_memguard_peer_rejections_total": ("counter", "Peer connections and messages refused."),
+    "dgxspark_memguard_peer_clock_skew_total": ("counter", "Signed peer messages refused for their date."),
+    "dgxspark_memguard_health_ok": ("gauge", "1 when the guard has no problem to report (its state's health)."),
+    "dgxspark_memguard_write_errors_total": ("counter", "Writes that failed (state, trip file, log, textfile)."),
+}
+
+
+def prometheus_text(
+    state: dict[str, Any], config: Config, now: float, last_decision: float | None, resolved: int | None = None
+) -> str:
+    """The guard's ``state`` (Daemon.state at ``now``, monotonic) in Prometheus' text format (version 0.0.4);
+    ``last_decision`` is when it last decided, ``resolved`` how many of its peers' addresses resolved (all, if None).
+
+    Series that do not apply are left out rather than written as 0: no floor, grace or grace left in idle (the
+    guard never acts there), no PSI without PSI, no listener under the policy local. Times are Unix timestamps
+    (wall clock) so that a stopped guard's metrics age (``time() - ...``) rather than freeze."""
+    samples: dict[str, list[tuple[str, Any]]] = {name: [] for name in METRICS}
+
+    def add(name: str, value: Any, **labels: Any) -> None:
+        text = ",".join(f'{key}="{_label(val)}"' for key, val in labels.items())
+        samples[name].append((f"{{{text}}}" if text else "", value))
+
+    add("dgxspark_memguard_info", 1, host=config.host, container=config.container)
+    for phase in PHASES:
+        add("dgxspark_memguard_phase", int(state["phase"] == phase), phase=phase)
+    tripped = state.get("tripped") or None
+    add("dgxspark_memguard_tripped", int(bool(tripped)))
+    add("dgxspark_memguard_tripped_by_peer", int(bool(tripped and tripped.get("from_peer"))))
+    if tripped and isinstance(tripped.get("time"), (int, float)):
+        add("dgxspark_memguard_trip_timestamp_seconds", float(tripped["time"]))
+    add("dgxspark_memguard_trips_total", state["trips"])
+    add("dgxspark_memguard_startup_overdue", int(bool(state.get("startup_overdue"))))
+    last = state.get("last_sample") or {}
+    if last:
+        available = last.get("mem_available")
+        add("dgxspark_memguard_mem_available_bytes", None if available is None else int(available))
+        if last.get("psi_full_avg10") is not None:
+            add("dgxspark_memguard_psi_full_avg10", float(last["psi_full_avg10"]))
+        add("dgxspark_memguard_last_sample_timestamp_seconds", float(last["t"]))
+    add("dgxspark_memguard_emergency_floor_bytes", config.emergency_floor_bytes)
+    low = 0.0 if state.get("low_since") is None else max(0.0, now - float(state["low_since"]))
+    add("dgxspark_memguard_low_seconds", round(low, 3))
+    settings = state.get("phase_settings")
+    if settings:
+        add("dgxspark_memguard_floor_bytes", int(settings["floor_bytes"]))
+        add("dgxspark_memguard_grace_seconds", float(settings["grace_s"]))
+        add("dgxspark_memguard_grace_left_seconds", round(max(0.0, float(settings["grace_s"]) - low), 3))
+    if last_decision is not None:
+        add("dgxspark_memguard_last_decision_timestamp_seconds", float(last_decision))
+    health = state.get("health") or {}
+    add("dgxspark_memguard_stale_after_seconds", float(health.get("stale_after_s") or 30.0))
+    add("dgxspark_memguard_samples_total", state.get("samples_taken", 0))
+    peers = state.get("peers") or {}
+    add("dgxspark_memguard_peers_configured", len(config.peers))
+    add("dgxspark_memguard_peers_resolved", len(config.peers) if resolved is None else resolved)
+    if peers.get("listen") is not None:
+        add("dgxspark_memguard_peer_listener_up", int(bool(peers["listen"].get("listening"))))
+    stop_all = (tripped or {}).get("stop_all") or {}
+    add("dgxspark_memguard_stop_all_unacknowledged", len(stop_all.get("not_acknowledged") or []))
+    add("dgxspark_memguard_peer_rejections_total", (peers.get("rejections") or {}).get("total", 0))
+    add("dgxspark_memguard_peer_clock_skew_total", peers.get("clock_skew_total", 0))
+    add("dgxspark_memguard_health_ok", int(bool(health.get("ok", True))))
+    add("dgxspark_memguard_write_errors_total", health.get("write_errors", 0))
+    lines = []
+    for name, (kind, help_text) in METRICS.items():
+        if not samples[name]:
+            continue
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        lines += [f"{name}{labels} {_value(value)}" for labels, value in samples[name]]
+    return "\n".join(lines) + "\n"
+
+
+def _write_text_atomic(path: str, text: str) -> None:
+    """``text`` into ``path`` through a temporary file in the same directory, renamed over it (0644: the textfile
+    collector runs as its own user)."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o644)
+            handle.write(text)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
 class RateLimit:
     """At most ``burst`` events per ``window_s`` seconds; the ones refused are counted in ``suppressed``."""
 
@@ -918,6 +1061,13 @@ class Daemon:
         self.write_problems: dict[str, str] = {}  # what could not be written -> why, until a write succeeds
         for path in (config.state_path, config.trip_path, config.log_path, config.control_socket):
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self.last_decision: float | None = None  # when the guard last decided (OWN_DECISIONS), wall clock
+        self.textfile = os.path.join(config.textfile_dir, TEXTFILE_NAME) if config.textfile_dir else None
+        if config.textfile_dir:
+            try:  # node_exporter's package makes it; a guard installed first makes it, readable by all
+                os.makedirs(config.textfile_dir, mode=0o755, exist_ok=True)
+            except OSError as error:
+                self._write_failed("metrics textfile", error)
         tripped = None
         try:
             with open(config.trip_path, encoding="utf-8") as handle:
@@ -1093,6 +1243,8 @@ class Daemon:
         self.write_problems[what] = f"{error.strerror or error}" + (f" ({error.filename})" if error.filename else "")
 
     def record(self, decision: dict[str, Any]) -> None:
+        if decision.get("decision") in OWN_DECISIONS:
+            self.last_decision = decision.get("time")
         line = json.dumps(decision) + "\n"
         try:
             if self.log is None:
@@ -1294,10 +1446,24 @@ class Daemon:
     def write_state(self, now: float) -> None:
         # a state that is written says no more that it could not be written
         self.write_problems.pop("state file", None)
+        state = self.state(now)
         try:
-            _write_atomic(self.config.state_path, self.state(now))
+            _write_atomic(self.config.state_path, state)
         except OSError as error:
             self._write_failed("state file", error)
+        if self.textfile is not None:
+            self.write_textfile(state, now)
+
+    def write_textfile(self, state: dict[str, Any], now: float) -> None:
+        """The state in Prometheus' text format, for node_exporter's textfile collector (atomically)."""
+        try:
+            assert self.textfile is not None
+            resolved = sum(1 for target in self.targets.values() if target is not None)
+            text = prometheus_text(state, self.config, now, self.last_decision, resolved)
+            _write_text_atomic(self.textfile, text)
+            self.write_problems.pop("metrics textfile", None)
+        except OSError as error:
+            self._write_failed("metrics textfile", error)
 
     def notify(self, message: str) -> None:
         if self.notify_socket:

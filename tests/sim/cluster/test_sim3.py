@@ -1540,6 +1540,73 @@ def promote_and_roll_back(tmp_path, original: dict) -> None:
     assert "SIM_ENGINE_TIME_SCALE=0.8" in env and "SIM_ENGINE_TIME_SCALE=2" not in env, env
 
 
+# a baseline too short to decide anything: one request, so no spread to bound a change with
+SHORT_BENCH = {**json.loads(SMALL_BENCH), "dgxspark_bench_requests": 1}
+# C=1, 2 and 4, long enough for the queue behind max_num_seqs to show in TTFT: each request 64 tokens (~1.5 s)
+CAPACITY_BENCH = {**json.loads(SMALL_BENCH), "dgxspark_bench_levels": [1, 2, 4], "dgxspark_bench_max_tokens": 64}
+
+
+def test_promotion_refuses_fewer_sequences_and_a_short_run_decides_nothing(sim3, tmp_path):
+    """Issue 27's promotion verdict on the cluster. promote.yml takes the workload from the promoted release's run
+    (no dgxspark_bench_* given). A baseline of one request per level bounds nothing: even a candidate 10 % faster
+    (SIM_ENGINE_TIME_SCALE 0.9) is INCONCLUSIVE on it, not promoted, and rolled back. Then a baseline at C=1, 2, 4
+    with Max C 4, and a candidate with max_num_seqs 2: its C=4 level fails the TTFT SLO the baseline met, Max C
+    falls from 4 to 2, and it is a REGRESSION whatever the t-test says, rolled back to the promoted release with its
+    4 sequences."""
+    assert playbook("playbooks/boot.yml").returncode == 0
+    [original] = [r for r in release_files("sim3-head") if r["state"] == "promoted"]
+    profile = json.loads(original["profile"]["text"])
+    sizing = profile["shapes"][profile["default_shape"]]["sizing"]
+    assert sizing["max_num_seqs"] == 4
+
+    def candidate(name: str) -> str:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(profile, indent=2))
+        return f"dgxspark_candidate={path}"
+
+    def verdicts() -> dict:
+        return {
+            r["id"]: (r["state"], (r.get("evidence") or {}).get("promotion", {}).get("verdict"))
+            for r in release_files("sim3-head")
+        }
+
+    try:
+        short = playbook("playbooks/bench.yml", "-e", json.dumps(SHORT_BENCH))
+        assert short.returncode == 0, short.stdout[-4000:]
+        profile["shapes"][profile["default_shape"]]["environment"] = {"SIM_ENGINE_TIME_SCALE": "0.9"}
+        same = playbook("playbooks/promote.yml", "-e", candidate("faster-on-one-request"))
+        assert same.returncode != 0
+        flat = " ".join(same.stdout.split())
+        assert "verdict: INCONCLUSIVE" in flat, same.stdout[-6000:]
+        assert "fewer than 2 requests on a side" in flat, flat[-4000:]
+        assert f"NOT promoted (inconclusive): rolled back to {original['id']}, which serves again" in flat, flat[-3000:]
+        states = verdicts()
+        assert states[original["id"]] == ("promoted", None), states
+        assert ("retired", "inconclusive") in states.values(), states
+
+        capacity = playbook("playbooks/bench.yml", "-e", json.dumps(CAPACITY_BENCH))
+        assert capacity.returncode == 0, capacity.stdout[-4000:]
+        assert "Max C = 4" in " ".join(capacity.stdout.split()), capacity.stdout[-4000:]
+        profile["shapes"][profile["default_shape"]].pop("environment")
+        sizing["max_num_seqs"] = 2
+        fewer = playbook("playbooks/promote.yml", "-e", candidate("two-sequences"))
+        assert fewer.returncode != 0
+        flat = " ".join(fewer.stdout.split())
+        assert "verdict: REGRESSION" in flat, fewer.stdout[-6000:]
+        assert "Max C fell from 4 to 2" in flat, flat[-4000:]
+        assert f"NOT promoted (regression): rolled back to {original['id']}, which serves again" in flat, flat[-3000:]
+        states = verdicts()
+        assert states[original["id"]] == ("promoted", None) and ("retired", "regression") in states.values(), states
+        config = node_sh("sim3-head", "docker inspect -f '{{json .Config}}' vllm_dsv41").stdout.replace(" ", "")
+        assert '"--max-num-seqs","4"' in config and '"--max-num-seqs","2"' not in config, config
+    finally:  # the tests after this one expect a stopped cluster and the shipped profile's release promoted
+        playbook("playbooks/stop.yml")
+        again = ansible(
+            "ansible", "sim3-head", "-m", "dgxspark.cluster.release", "-a", f"operation=promote id={original['id']}"
+        )
+        assert again.returncode == 0, again.stdout[-2000:]
+
+
 PREFLIGHT_REPORT = "Report the preflight (a line per check and node; in check mode, what a boot would change)"
 BOOT_REPORT = "Say where the cluster serves, its state and a sample completion"
 

@@ -26,6 +26,7 @@ from simcluster import (
     rank_containers,
     runner_job,
     simctl,
+    started_at,
 )
 
 
@@ -43,6 +44,142 @@ def test_boot_serves_then_stop_leaves_no_rank(sim4):
     """boot.yml on the fresh ring (kernel, fabric, guard converged by the boot itself), the head's
     /v1/models and a completion from this machine, then stop.yml: every rank exited, the guard idle."""
     boot_serve_and_stop("sim4", sim4)
+
+
+RELEASES = "/var/lib/dgxspark-cluster/releases"
+# A short benchmark: what promote.yml must run again for the candidate, read from the promoted release's run.
+SHORT_BENCH = {
+    "dgxspark_bench_levels": [1, 2],
+    "dgxspark_bench_requests": 6,
+    "dgxspark_bench_prompt_tokens": 64,
+    "dgxspark_bench_max_tokens": 24,
+    "dgxspark_bench_warmup": 1,
+    "dgxspark_bench_bursts": [2],
+    "dgxspark_bench_burst_max_tokens": 24,
+    "dgxspark_bench_needle_tokens": 0,
+}
+
+
+def _release_files() -> dict[str, dict]:
+    """The releases sim4's head keeps, by id."""
+    listing = node_sh("sim4-head", f"ls {RELEASES} 2>/dev/null || true").stdout.split()
+    return {
+        name[: -len(".json")]: json.loads(node_sh("sim4-head", f"cat {RELEASES}/{name}").stdout)
+        for name in listing
+        if name.endswith(".json")
+    }
+
+
+def _guard_only_candidate(tmp_path: Path, grace: int) -> Path:
+    """The shipped sim4 profile with the steady guard's grace changed: the host section alone."""
+    profile = json.loads((REPO / "inventories" / "sim4" / "serving-profile.json").read_text())
+    profile["host"]["memguard_grace_seconds"] = grace
+    path = tmp_path / f"guard-grace-{grace}.json"
+    path.write_text(json.dumps(profile, indent=2))
+    return path
+
+
+def _flat(proc: subprocess.CompletedProcess) -> str:
+    return " ".join(proc.stdout.split())
+
+
+def test_a_guard_only_change_makes_a_release(sim4, tmp_path):
+    """Issue 27: a change of the profile's host section alone (the steady guard's grace) is a release. Booted
+    plainly, the preflight refuses it (release FAIL, nothing recorded); as a candidate it is recorded, its ranks the
+    promoted release's spec for spec and left running, its host section's hash another, and the guard on every node
+    takes the new grace. The shipped profile booted twice records nothing new. Leaves the shipped profile's release
+    promoted and the cluster stopped."""
+    boot = ansible_on("sim4", "ansible-playbook", "playbooks/boot.yml")
+    assert boot.returncode == 0, boot.stdout[-8000:]
+    before = _release_files()
+    [promoted] = [r for r in before.values() if r["state"] == "promoted"]
+    try:
+        again = ansible_on("sim4", "ansible-playbook", "playbooks/boot.yml")
+        assert again.returncode == 0, again.stdout[-6000:]
+        assert _release_files().keys() == before.keys()  # the same profile twice: no new release
+        hosts = [node["host"] for node in sim4["nodes"]]
+        started = {host: started_at(host) for host in hosts}
+        changed = _guard_only_candidate(tmp_path, 31)
+        refused = ansible_on("sim4", "ansible-playbook", "playbooks/boot.yml", "-e", f"dgxspark_profile={changed}")
+        assert refused.returncode != 0
+        assert "its ranks are the same, spec for spec, but its host section" in _flat(refused), refused.stdout[-6000:]
+        assert _release_files().keys() == before.keys()
+        candidate = ansible_on(
+            "sim4",
+            "ansible-playbook",
+            "playbooks/boot.yml",
+            "-e",
+            f"dgxspark_profile={changed}",
+            "-e",
+            "boot_candidate=true",
+        )
+        assert candidate.returncode == 0, candidate.stdout[-8000:]
+        assert "serves a CANDIDATE" in _flat(candidate) and "another host section" in _flat(candidate)
+        records = _release_files()
+        [new] = [r for ident, r in records.items() if ident not in before]
+        assert new["state"] == "candidate" and records[promoted["id"]]["state"] == "promoted"
+        assert new["spec_sha256"] == promoted["spec_sha256"]
+        assert new.get("host_sha256") and new["host_sha256"] != promoted.get("host_sha256")
+        assert {host: started_at(host) for host in hosts} == started  # no rank started anew
+        for host in hosts:
+            config = json.loads(node_sh(host, "cat /etc/dgxspark-memguard/config.json").stdout)
+            assert config["phases"]["steady"]["grace_s"] == 31, (host, config["phases"])
+    finally:
+        _stop_and_promote(promoted["id"])
+
+
+def _stop_and_promote(ident: str) -> None:
+    """The cluster stopped and the shipped profile's release ``ident`` promoted again, for the tests after."""
+    ansible_on("sim4", "ansible-playbook", "playbooks/stop.yml")
+    again = ansible_on(
+        "sim4", "ansible", "sim4-head", "-m", "dgxspark.cluster.release", "-a", f"operation=promote id={ident}"
+    )
+    assert again.returncode == 0, again.stdout[-2000:]
+
+
+def test_a_promotion_reuses_the_promoted_runs_parameters(sim4, tmp_path):
+    """Issue 27: promote.yml runs the candidate's benchmark with the promoted release's run's parameters, read from
+    its results, none given; a value given that differs is refused before anything is touched, naming it. The
+    candidate is a guard-only change (the same engine), so the comparison is between equals. Leaves the shipped
+    profile's release promoted and the cluster stopped."""
+    boot = ansible_on("sim4", "ansible-playbook", "playbooks/boot.yml")
+    assert boot.returncode == 0, boot.stdout[-8000:]
+    [promoted] = [r for r in _release_files().values() if r["state"] == "promoted"]
+    try:
+        bench = ansible_on("sim4", "ansible-playbook", "playbooks/bench.yml", "-e", json.dumps(SHORT_BENCH))
+        assert bench.returncode == 0, bench.stdout[-6000:]
+        stored = _release_files()[promoted["id"]]["evidence"]["bench"]["results"]
+        baseline = json.loads(Path(stored).read_text())["identity"]["workload"]
+        changed = _guard_only_candidate(tmp_path, 32)
+        differs = ansible_on(
+            "sim4",
+            "ansible-playbook",
+            "playbooks/promote.yml",
+            "-e",
+            f"dgxspark_candidate={changed}",
+            "-e",
+            "dgxspark_bench_requests=7",
+        )
+        assert differs.returncode != 0
+        flat = _flat(differs)
+        assert "dgxspark_bench_requests: given 7, the promoted run's 6" in flat, differs.stdout[-6000:]
+        assert "dgxspark_promote_bench_override=true" in flat and "nothing was touched" in flat
+        assert [r["state"] for r in _release_files().values()].count("candidate") == 0
+        promote = ansible_on("sim4", "ansible-playbook", "playbooks/promote.yml", "-e", f"dgxspark_candidate={changed}")
+        flat = _flat(promote)
+        # (the YAML callback doubles an apostrophe in a quoted line: phrases without one)
+        assert "benchmark takes the promoted release" in flat and "requests 6," in flat, promote.stdout[-8000:]
+        [judged] = [r for r in _release_files().values() if "promotion" in (r.get("evidence") or {})]
+        promotion = judged["evidence"]["promotion"]
+        assert promotion["baseline"]["release"] == promoted["id"] and promotion["baseline"]["results"] == stored
+        ran = json.loads(Path(promotion["candidate"]["results"]).read_text())["identity"]["workload"]
+        for key in ("levels", "requests_per_level", "prompt_tokens", "max_tokens", "warmup_requests", "bursts"):
+            assert ran[key] == baseline[key], (key, ran[key], baseline[key])
+        assert ran["requests_per_level"] == 6 and ran["levels"] == [1, 2]  # not bench.yml's defaults (100; 1-8)
+        assert promotion["verdict"] in ("pass", "inconclusive"), promotion["lines"]  # the same engine: no regression
+        assert (promote.returncode == 0) is (promotion["verdict"] == "pass"), promote.stdout[-4000:]
+    finally:
+        _stop_and_promote(promoted["id"])
 
 
 # A client in a rank's container (ranks run with --network=host: it speaks from its node's own address, a planned

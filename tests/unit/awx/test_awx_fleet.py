@@ -315,6 +315,44 @@ def test_a_sites_own_image_goes_elsewhere(
     assert (ee["image"], ee["pull"]) == ("registry.example.com/dgxspark/ee:1", "missing")
 
 
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            ["--scm-url", "https://git.example.internal/dgxspark.git", "--scm-branch", "release"],
+            {"scm_type": "git", "scm_url": "https://git.example.internal/dgxspark.git", "scm_branch": "release"},
+        ),
+        (["--local-path", "dgxspark-cluster"], {"scm_type": "", "local_path": "dgxspark-cluster"}),
+    ],
+    ids=["site-git", "manual"],
+)
+def test_a_sites_own_project_goes_elsewhere(
+    options: list[str],
+    expected: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--scm-url and --scm-branch (git), or --local-path (a manual project, for an AWX without git access), write a
+    site's variant, never the repository's file; a manual project has no URL, branch or update on launch."""
+    out = tmp_path / "site.yml"
+    monkeypatch.setattr(sys, "argv", ["gen_resources.py", *options])
+    with pytest.raises(SystemExit) as refused:
+        gen_resources.main()
+    assert refused.value.code == 2 and "--output" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["gen_resources.py", *options, "--output", str(out)])
+    assert gen_resources.main() == 0
+    (project,) = yaml.safe_load(out.read_text())["projects"]
+    assert {key: project[key] for key in expected} == expected
+    if expected["scm_type"] == "":
+        assert not {"scm_url", "scm_branch", "scm_update_on_launch"} & set(project), project
+    else:
+        assert "local_path" not in project and project["scm_update_on_launch"] is True
+    monkeypatch.setattr(sys, "argv", ["gen_resources.py", "--local-path", "x", "--scm-url", "https://a/b.git"])
+    with pytest.raises(SystemExit):
+        gen_resources.main()
+
+
 # ------------------------------------------------------------------------------------------- schedules
 def test_the_schedules_are_on_existing_templates_and_disabled() -> None:
     templates = _templates()

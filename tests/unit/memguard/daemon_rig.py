@@ -134,10 +134,17 @@ class Running:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float) -> Any:
-    """``predicate()``'s first true value within ``timeout`` seconds, or its last (false) one."""
+    """``predicate()``'s first true value within ``timeout`` seconds, or its last (false) one. A predicate that
+    reads the state file before the daemon's first write (``state()`` is None: TypeError) is asked again, until the
+    deadline, where its error is raised."""
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except TypeError:
+            if time.monotonic() > deadline:
+                raise
+            value = None
         if value or time.monotonic() > deadline:
             return value
         time.sleep(0.01)

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import (
+    OPTIONAL_SETTINGS,
     SETTINGS,
     MemguardConfigError,
     expectation,
@@ -171,7 +172,7 @@ def test_the_role_hands_the_plan_each_setting() -> None:
     """The role's planning entry point and the boot's preflight (every node at once) hand the guard's planning
     every setting memguard_config reads, by its variable's name (vars/main.yml's memguard_plan_settings)."""
     settings = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["memguard_plan_settings"]
-    assert sorted(settings) == sorted(SETTINGS)
+    assert sorted(settings) == sorted([*SETTINGS, *OPTIONAL_SETTINGS])
     tasks = yaml.safe_load((ROLE / "tasks" / "difference.yml").read_text())
     [plan] = [t for t in tasks if "dgxspark.cluster.memguard_plan" in t]
     assert plan["dgxspark.cluster.memguard_plan"]["settings"] == "{{ memguard_plan_settings }}"

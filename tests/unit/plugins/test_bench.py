@@ -587,6 +587,9 @@ def test_compare_edge_cases_never_nan() -> None:
     # the same request on both sides: nothing worse, but one request cannot bound anything
     one = compare(document({1: [request(0)]}), document({1: [request(0)]}))
     assert one["verdict"] == "inconclusive" and one["requests_needed"] is None
+    said = " ".join(line["message"] for line in one["undecided"])
+    assert "fewer than 2 requests on a side" in said and "at least 2 requests per level" in said, said
+    assert "its change alone reaches the threshold" not in said, said
     # Every request failed on one side: no means.
     levels = {1: [failed(0), failed(1)]}
     empty = compare(document(steady({1: 0.025})), document(levels))

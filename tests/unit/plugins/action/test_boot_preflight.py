@@ -16,8 +16,9 @@ from ansible.playbook.task import Task
 from ansible.template import Templar
 
 from ansible_collections.dgxspark.cluster.plugins.action import boot_preflight, memguard_plan, serving_profile
+from ansible_collections.dgxspark.cluster.plugins.module_utils import _releases
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.memguard import SETTINGS
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import spark3_without_weights_file
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__preflight import (
     facts as node_facts,
 )
@@ -26,6 +27,8 @@ from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__
     stored_guard,
 )
 
+# inventories/spark3 as these tests' nodes have it: no weights on them (their facts report none)
+SPARK3 = spark3_without_weights_file()
 NO_RELEASES = {
     "directory": "/var/lib/dgxspark-cluster/releases",
     "present": False,
@@ -175,8 +178,17 @@ def releases_kept(*summaries: dict[str, Any], promoted: str | None = None, previ
     return {**NO_RELEASES, "present": True, "releases": list(summaries), "promoted": promoted, "previous": previous}
 
 
-def summary(ident: str, state: str, specs: dict[str, str], image_id: str = "sha256:aa", sha: str = "0" * 64) -> dict:
+def summary(
+    ident: str,
+    state: str,
+    specs: dict[str, str],
+    image_id: str = "sha256:aa",
+    sha: str = "0" * 64,
+    host_sha: str | None = None,
+) -> dict:
+    kept = {} if host_sha is None else {"host_sha256": host_sha}
     return {
+        **kept,
         "id": ident,
         "state": state,
         "created": "2026-12-01T10:00:00Z",
@@ -312,3 +324,77 @@ def test_the_memory_guards_difference_is_the_roles_own_and_no_key_is_made(tmp_pa
     matched = run(boot_preflight, {"planned": PLANNED, "facts": given, "memguard": guard}, check_mode=True)
     assert all(d["memory guard"] == [] for d in matched["differences"].values()), matched["differences"]
     assert "memory guard" not in matched["to_converge"] and not key_file.exists()
+
+
+HOST_SHA = _releases.host_sha256(PLANNED["profile"])
+
+
+def test_the_first_release_records_the_hash_of_the_profiles_host_section() -> None:
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(), "by": "op@ctl"})
+    assert result["release"]["record"]["host_sha256"] == HOST_SHA
+
+
+def test_the_promoted_profile_booted_again_is_no_new_release_with_its_host_section_hashed() -> None:
+    kept = releases_kept(
+        summary(NOW, "promoted", SPECS, sha=PLANNED["profile_sha256"], host_sha=HOST_SHA), promoted=NOW
+    )
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept)})
+    assert not result.get("failed"), result["msg"]
+    assert result["release"]["decision"] == "promoted" and result["release"]["record"] is None
+    assert "host_changed" not in result["release"]
+
+
+def test_a_change_of_the_host_section_alone_is_a_release() -> None:
+    """The same ranks, spec for spec, with other guard floors: refused without boot_candidate, a candidate with it,
+    recorded although no rank changes (host_changed)."""
+    other = "f" * 64
+    kept = releases_kept(summary(OLD, "promoted", SPECS, sha="1" * 64, host_sha=other), promoted=OLD)
+    refused = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept)})
+    assert refused["failed"] is True and refused["release"]["decision"] is None
+    failed = [f for f in refused["failures"] if f["check"] == "release"]
+    assert len(failed) == 1 and "host section" in failed[0]["message"] and "boot_candidate" in failed[0]["message"]
+    allowed = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept), "candidate": True})
+    assert not allowed.get("failed"), allowed["msg"]
+    decision = allowed["release"]
+    assert decision["decision"] == "candidate" and decision["host_changed"] is True
+    assert decision["record"]["state"] == "candidate" and decision["record"]["host_sha256"] == HOST_SHA
+    [line] = lines_of(allowed, "release")
+    assert "CANDIDATE" in line and "another host section" in line, line
+
+
+def test_a_host_only_candidate_booted_again_while_it_is_judged_is_not_recorded_twice() -> None:
+    """The same host-only candidate booted twice: the second boot serves the candidate already recorded (no
+    host_changed, so the steady phase records nothing); a retired one with that host section is no such candidate."""
+    promoted = summary(OLD, "promoted", SPECS, sha="1" * 64, host_sha="f" * 64)
+    judged = summary(NOW, "candidate", SPECS, sha=PLANNED["profile_sha256"], host_sha=HOST_SHA)
+    again = run(
+        boot_preflight,
+        {"planned": PLANNED, "facts": facts(releases_kept(promoted, judged, promoted=OLD)), "candidate": True},
+    )
+    assert not again.get("failed"), again["msg"]
+    assert again["release"]["decision"] == "candidate" and "host_changed" not in again["release"]
+    [line] = lines_of(again, "release")
+    assert f"the candidate {NOW} already recorded" in line, line
+    retired = {**judged, "state": "retired"}
+    anew = run(
+        boot_preflight,
+        {"planned": PLANNED, "facts": facts(releases_kept(promoted, retired, promoted=OLD)), "candidate": True},
+    )
+    assert anew["release"]["host_changed"] is True
+
+
+def test_another_profile_file_with_the_same_host_section_and_ranks_is_the_promoted_release() -> None:
+    kept = releases_kept(summary(OLD, "promoted", SPECS, sha="1" * 64, host_sha=HOST_SHA), promoted=OLD)
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(kept)})
+    assert not result.get("failed"), result["msg"]
+    assert result["release"]["decision"] == "promoted" and result["release"]["record"] is None
+
+
+def test_a_release_kept_before_host_sections_were_hashed_judges_by_its_profile_file() -> None:
+    """No host_sha256 in the kept release: the same file is the same release; another file with the same ranks may
+    have another host section, so it is judged one (a candidate, or FAIL)."""
+    same = releases_kept(summary(NOW, "promoted", SPECS, sha=PLANNED["profile_sha256"]), promoted=NOW)
+    assert run(boot_preflight, {"planned": PLANNED, "facts": facts(same)})["release"]["decision"] == "promoted"
+    other = releases_kept(summary(OLD, "promoted", SPECS, sha="1" * 64), promoted=OLD)
+    result = run(boot_preflight, {"planned": PLANNED, "facts": facts(other)})
+    assert result["failed"] is True and any("host section" in line for line in lines_of(result, "release"))

@@ -172,6 +172,9 @@ def test_gb10_fabric(gb10_node: Any) -> None:
     assert interfaces["enP2p1s0f0np0"]["ipv4"] == ["192.168.100.14/24"]
     # the management network's default route (gb10/proc/net/route), not a fabric port's
     assert fabric["default_routes"] == [{"interface": "wlP9s9", "gateway": "192.168.10.254", "metric": 600}]
+    # every interface's addresses with their prefix, from the same ip call: the management interface's subnet
+    assert fabric["addresses"]["enp1s0f0np0"] == ["192.168.100.10/24", "10.99.3.1/32"]
+    assert {"lo", "wlP9s9", "docker0"} <= set(fabric["addresses"])
     down = interfaces["enP2p1s0f1np1"]
     assert (down["carrier"], down["speed_mbps"], down["rdma_device"], down["gid_ipv4"], down["ipv4"]) == (
         False,
@@ -277,6 +280,7 @@ def test_bare_tree_missing_things_are_facts() -> None:
         "interfaces": {},
         "error": None,
         "default_routes": [{"interface": "eth0", "gateway": "192.0.2.1", "metric": 0}],
+        "addresses": {},
     }
     assert [call[0] for call in tools.calls] == [SYSTEMCTL]
     assert node["kernel"]["page_size"] == 4096 and node["kernel"]["modules"] is None

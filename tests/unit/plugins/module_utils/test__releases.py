@@ -118,3 +118,38 @@ def test_a_malformed_record_is_named() -> None:
     bad = {**record(1), "state": "live"}
     with pytest.raises(_releases.ReleaseError, match="state 'live' is not one of candidate, promoted, retired"):
         _releases.check_record(bad)
+
+
+def test_the_host_sections_hash_is_canonical_and_covers_every_host_setting() -> None:
+    host = {"memguard_gib": 1, "helper_services": ["a.service"]}
+    same = _releases.host_sha256({"host": dict(reversed(list(host.items()))), "other": 1})
+    assert _releases.host_sha256({"host": host}) == same
+    assert _releases.host_sha256({"host": {**host, "memguard_gib": 2}}) != same
+    assert _releases.host_sha256({"host": {**host, "helper_services": []}}) != same
+    assert _releases.host_sha256({}) == _releases.host_sha256({"host": {}})
+    for key, value in {"kernel": {"sysctl": {"vm.swappiness": 1}}, "startup_memguard_grace_seconds": 60}.items():
+        assert _releases.host_sha256({"host": {**host, key: value}}) != same, key
+
+
+def test_a_floor_only_the_preflight_reads_is_not_a_release() -> None:
+    """min_mem_available_gib is judged before a boot and changes nothing that serves: raising it is no release."""
+    host = {"memguard_gib": 1, "min_mem_available_gib": 100}
+    assert _releases.host_sha256({"host": {**host, "min_mem_available_gib": 4096}}) == _releases.host_sha256(
+        {"host": host}
+    )
+    assert _releases.host_sha256({"host": host}) == _releases.host_sha256({"host": {"memguard_gib": 1}})
+
+
+def test_of_two_releases_with_the_same_specs_the_live_one_serves() -> None:
+    """A change of the host section alone: the candidate runs the promoted release's specs. While it is judged it
+    serves; after a rollback (candidate retired, promoted again) the promoted release does."""
+    promoted = {**record(1, "promoted", "2026-12-01T11:00:00Z")}
+    candidate = {**record(2, "candidate"), "spec_sha256": dict(promoted["spec_sha256"])}
+    assert _releases.serving([promoted, candidate], promoted["spec_sha256"])["id"] == candidate["id"]
+    assert _releases.rollback_target([promoted, candidate], promoted["spec_sha256"])["id"] == promoted["id"]
+    retired = {**candidate, "state": "retired"}
+    assert _releases.serving([promoted, retired], promoted["spec_sha256"])["id"] == promoted["id"]
+    # every one retired: the newest that runs these specs
+    every_retired = [{**promoted, "state": "retired"}, retired]
+    assert _releases.serving(every_retired, promoted["spec_sha256"])["id"] == retired["id"]
+    assert _releases.serving([promoted, candidate], dict.fromkeys(HOSTS, "other")) is None

@@ -21,13 +21,13 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_ar
     SHORT_OPTIONS,
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import SPARK3, SPARK8, spark3_without_weights
 
 HOSTS = [Host(f"spark-{i}", i, f"198.51.100.{10 + i}", head=i == 0) for i in range(8)]
 
 
 def ranks(path: Any, shape: str, nodes: int, extra: list[str] | None = None) -> list[dict[str, Any]]:
-    data = json.loads(path.read_text())
+    data = spark3_without_weights() if path == SPARK3 else json.loads(path.read_text())
     data["container"]["docker_run_args"] += extra or []
     data["host"].setdefault("weights_path", "/models")  # the binds of /models are of the weights
     return build_plan(validate_profile(data), shape, HOSTS[:nodes])["ranks"]
@@ -98,7 +98,7 @@ def _outcome(name: str, separate: bool) -> tuple[str, dict[str, Any] | list[str]
     """Validate and plan seed 000's tp3 with ``name`` added: the rank's parameters, or the problems."""
     row = DOCKER_RUN_OPTIONS[name]
     extra = [arg for needed in row.requires[:1] for arg in _written(needed, False)] + _written(name, separate)
-    data = json.loads(SPARK3.read_text())
+    data = spark3_without_weights()  # the options' examples bind /models themselves
     at = len(data["container"]["docker_run_args"]) + len(extra) - len(_written(name, separate))
     data["container"]["docker_run_args"] += extra
     # what renders is tested here; what the privilege policy refuses (waivable) is tested in test__profile.py
@@ -135,7 +135,7 @@ def test_every_option_the_validator_knows_is_refused_naming_it_or_renders(name: 
 @pytest.mark.parametrize("short,name", sorted(SHORT_OPTIONS.items()))
 def test_short_options_are_read_as_their_long_name(short: str, name: str) -> None:
     row = DOCKER_RUN_OPTIONS[name]
-    data = json.loads(SPARK3.read_text())
+    data = spark3_without_weights()
     data["host"]["weights_path"] = "/models"  # -v's example binds the weights
     data["container"]["docker_run_args"] += [short, row.example] if row.takes_value else [short]
     if row.renders:

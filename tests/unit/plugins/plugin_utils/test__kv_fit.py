@@ -31,7 +31,14 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.kv_fit 
 )
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import load_profile, validate_profile
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rules import ONE_M
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import DELETE, FIXTURES, SPARK3, SPARK8, edited
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import (
+    DELETE,
+    FIXTURES,
+    SPARK3,
+    SPARK8,
+    edited,
+    spark3_without_weights,
+)
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__plan import cluster
 
 CONFIGS = FIXTURES / "model_configs"
@@ -55,18 +62,11 @@ def weights(tmp_path: pathlib.Path, layout: dict[str, str]) -> dict[str, Any]:
 
 
 def spark3(edits: dict[str, Any] | None = None, shape: str = "tp3-triangle") -> tuple[dict[str, Any], dict[str, Any]]:
-    """Seed 000's profile (inventories/spark3) with its weights on the nodes: /models/<model> bound read-only."""
+    """Seed 000's profile (inventories/spark3, whose weights are under /models, bound read-only), judged by the weights'
+    config.json alone: without its measured cost per token unless ``edits`` give one."""
     raw = edited(
         json.loads(SPARK3.read_text()),
-        {
-            "host/weights_path": "/models",
-            "container/model_path": "/models/DeepSeek-V4.1-Flash-1017",
-            "container/docker_run_args": [
-                *json.loads(SPARK3.read_text())["container"]["docker_run_args"],
-                "--volume=/models:/models:ro",
-            ],
-            **(edits or {}),
-        },
+        {"model_config": DELETE, "sources/$.model_config.kv_cache_bytes_per_token": DELETE, **(edits or {})},
     )
     profile = validate_profile(raw)
     nodes = profile.data["shapes"][shape]["nodes"]
@@ -82,9 +82,18 @@ def test_flag_values_are_read_as_vllm_reads_them() -> None:
 
 
 def test_without_a_weights_path_the_check_is_skipped() -> None:
-    plan = build_plan(load_profile(str(SPARK3)), "tp3-triangle", cluster(3))
+    plan = build_plan(validate_profile(spark3_without_weights()), "tp3-triangle", cluster(3))
     line = kv_fit("spark-head", {}, plan)
     assert line["status"] == SKIP and line["message"].startswith("the profile names no host.weights_path")
+
+
+def test_the_shipped_spark3_runs_the_kv_fit_at_seed000s_cost(tmp_path: pathlib.Path) -> None:
+    """inventories/spark3 names its weights (issue 27): the preflight reads their config.json, and judges the
+    compressed attention of DeepSeek-V4 at the profile's measured 2,252 bytes per token (seed 000's)."""
+    plan = build_plan(load_profile(str(SPARK3)), "tp3-triangle", cluster(3))
+    line = kv_fit("spark-head", weights(tmp_path, {"DeepSeek-V4.1-Flash-1017": "deepseek-v4-flash-base"}), plan)
+    assert line["status"] == PASS, line
+    assert "2,252" in line["message"], line
 
 
 def test_seed000s_kv_cache_cannot_hold_a_gqa_models_1m_sequence(tmp_path: pathlib.Path) -> None:
@@ -294,7 +303,7 @@ def test_which_config_is_judged_and_what_is_said_when_none_is(tmp_path: pathlib.
         "MiniMax/config.json, Qwen3-8B/config.json"
     )
     # seed 000's own profile names the model by its hub id: not bound, so the only config.json there is judged
-    hub = edited(json.loads(SPARK3.read_text()), {"host/weights_path": "/models/DeepSeek-V4.1-Flash-1017"})
+    hub = edited(spark3_without_weights(), {"host/weights_path": "/models/DeepSeek-V4.1-Flash-1017"})
     plan = build_plan(validate_profile(hub), "tp3-triangle", cluster(3))
     line = kv_fit("spark-head", weights(tmp_path / "one", {"": "qwen3-8b"}), plan)
     assert line["status"] == FAIL
@@ -327,6 +336,7 @@ def test_a_kv_cache_the_plan_does_not_size_gets_the_figure_it_needs(tmp_path: pa
             "sources/$.shapes.tp3-triangle.sizing.kv_cache_memory_bytes": DELETE,
             "shapes/tp3-triangle/sizing/gpu_memory_utilization": 0.8,
             "shapes/tp3-triangle/sizing/max_model_len": 16384,
+            "waivers": {"kv-cache-explicit": "this test's KV cache is sized by vLLM at start"},
         }
     )
     assert planned_kv_cache(plan["ranks"][0], plan) == (

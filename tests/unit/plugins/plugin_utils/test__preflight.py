@@ -20,7 +20,12 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.boot import to_replace
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import CHECKS, preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, SPARK3, SPARK8, edited
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import (
+    FIXTURES,
+    SPARK8,
+    edited,
+    spark3_without_weights,
+)
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.memguard_support import (
     GIB as GUARD_GIB,
 )
@@ -37,7 +42,7 @@ from ansible_collections.dgxspark.cluster.tests.unit.plugins.module_utils.node_f
 
 GIB = 1024**3
 MODEL_CONFIGS = FIXTURES / "model_configs"
-PROFILE = validate_profile(json.loads(SPARK3.read_text()))
+PROFILE = validate_profile(spark3_without_weights())
 HOSTS = ["spark-head", "spark-w1", "spark-w2"]
 PLAN = build_plan(
     PROFILE, "tp3-triangle", [HostSpec(h, i, i == 0, f"198.51.100.{10 + i}") for i, h in enumerate(HOSTS)]
@@ -597,7 +602,7 @@ def gb10_docker() -> dict[str, Any]:
 
 
 def plan_with(edits: dict[str, Any], environment: dict[str, str] | None = None) -> dict[str, Any]:
-    profile = validate_profile(edited(json.loads(SPARK3.read_text()), edits))
+    profile = validate_profile(edited(spark3_without_weights(), edits))
     plan = build_plan(
         profile, "tp3-triangle", [HostSpec(h, i, i == 0, f"198.51.100.{10 + i}") for i, h in enumerate(HOSTS)]
     )
@@ -637,7 +642,7 @@ def test_drift_is_shown_field_by_field() -> None:
             "env NCCL_DEBUG: WARN → INFO; "
             "env WANDB_API_KEY: (unset) → ***; "  # HF_TOKEN: node_facts gave no value to compare
             f"label dgxspark.cluster.profile_sha256: 9cc18127a6ef → {plan['profile_sha256'][:12]}; "
-            f"label dgxspark.cluster.spec_sha256: 3af2d9137e1f → {spec[:12]}); "
+            f"label dgxspark.cluster.spec_sha256: 72add66b0953 → {spec[:12]}); "
             "remove it, or boot with -e boot_replace=true to replace it"
         )
     )
@@ -683,7 +688,7 @@ def test_a_difference_only_in_the_docker_run_options_says_so() -> None:
     plan = plan_with(
         {
             "container/docker_run_args": [
-                a for a in json.loads(SPARK3.read_text())["container"]["docker_run_args"] if a != "--ulimit=core=0"
+                a for a in spark3_without_weights()["container"]["docker_run_args"] if a != "--ulimit=core=0"
             ]
         }
     )
@@ -743,6 +748,7 @@ ROUTE = {"interface": "enp1s0f0np0", "gateway": "192.168.100.1", "metric": 100}
             {},
             "PASS",
             "the management address 192.168.10.1 is on none of the planned ports (enP2p1s0f0np0, enp1s0f0np0); "
+            "the fabric addresses (198.51.100.11) are outside the management subnets (192.168.10.0/24); "
             "the IPv4 default route leaves by wlP9s9",
         ),
         (
@@ -776,6 +782,7 @@ ROUTE = {"interface": "enp1s0f0np0", "gateway": "192.168.100.1", "metric": 100}
             None,  # no ansible_host: the inventory name, which is not an address
             {},
             "PASS",
+            "the fabric addresses (198.51.100.11) are outside the management subnets (192.168.10.0/24); "
             "the IPv4 default route leaves by wlP9s9; not compared: the management address spark-w1 is a name "
             "(not resolved here)",
         ),
@@ -784,6 +791,7 @@ ROUTE = {"interface": "enp1s0f0np0", "gateway": "192.168.100.1", "metric": 100}
             {"default_routes": []},
             "PASS",
             "the management address 192.168.10.1 is on none of the planned ports (enP2p1s0f0np0, enp1s0f0np0); "
+            "the fabric addresses (198.51.100.11) are outside the management subnets (192.168.10.0/24); "
             "there is no IPv4 default route",
         ),
         (
@@ -807,6 +815,7 @@ ROUTE = {"interface": "enp1s0f0np0", "gateway": "192.168.100.1", "metric": 100}
                 "error": "ip not found",
             },
             "PASS",
+            "the fabric addresses (198.51.100.11) are outside the management subnets (192.168.10.0/24); "
             "the IPv4 default route leaves by wlP9s9; not compared: the IPv4 addresses of enP2p1s0f0np0, "
             "enp1s0f0np0 are unknown (ip not found)",
         ),

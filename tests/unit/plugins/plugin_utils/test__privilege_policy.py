@@ -23,9 +23,10 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.docker_ar
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.policy import CAPABILITY_REACH
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import validate_profile
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.schema import WAIVABLE_CHECKS
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, SPARK8
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import ROOT, SPARK3, SPARK8, spark3_without_weights
 
-SEED_ARGS = len(json.loads(SPARK3.read_text())["container"]["docker_run_args"])
+# spark3 without its weights' bind: a bind of / would also expose them writable (test_weights_are_bound_read_only)
+SEED_ARGS = len(spark3_without_weights()["container"]["docker_run_args"])
 
 # options added -> (check, a fragment of the message)
 REFUSED = {
@@ -139,7 +140,7 @@ REFUSED = {
 
 
 def validate(extra: list[str], waivers: dict[str, str] | None = None, data: dict[str, Any] | None = None) -> Any:
-    data = data or json.loads(SPARK3.read_text())
+    data = data or spark3_without_weights()
     data["container"]["docker_run_args"] += extra
     if waivers:
         data["waivers"] = waivers

@@ -77,3 +77,13 @@ def test_one_release_is_shown_whole_its_profile_last() -> None:
     assert "evidence bench: {'tok_s': 137.6}" in lines
     assert "history: t promoted by op (the first release)" in lines
     assert lines[-3:] == ["{", '  "schema_version": 2', "}"]
+
+
+def test_a_candidate_with_the_promoted_spec_and_another_host_section_rolls_back_to_the_promoted_release() -> None:
+    """A change of the host section alone: the candidate runs the promoted release's spec. While it is live, a
+    rollback goes to the promoted release; once it is retired, the promoted one serves and a rollback goes back."""
+    host_only = {**summary(C3, "candidate", "s2"), "created": "2026-12-03T10:00:00Z"}
+    listed = {**LISTED, "releases": [summary(P1, "retired", "s1"), summary(P2, "promoted", "s2"), host_only]}
+    assert _release_report.rollback_target(listed, "head", "s2") == P2
+    retired = {**listed, "releases": [*listed["releases"][:2], {**host_only, "state": "retired"}]}
+    assert _release_report.rollback_target(retired, "head", "s2") == P1

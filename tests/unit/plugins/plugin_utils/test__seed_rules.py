@@ -20,7 +20,15 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rule
     USABLE_GIB,
     cpuset_cpus,
 )
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, SEED000, SPARK3, SPARK8, edited, read
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import (
+    DELETE,
+    FIXTURES,
+    SEED000,
+    SPARK3,
+    SPARK8,
+    edited,
+    read,
+)
 
 SEED000_ARGS = read(SEED000)["container"]["docker_run_args"]
 SPARK8_ARGS = read(SPARK8)["container"]["docker_run_args"]
@@ -28,6 +36,13 @@ SPARK8_ARGS = read(SPARK8)["container"]["docker_run_args"]
 
 def without(args: list[str], *dropped: str) -> list[str]:
     return [a for a in args if not a.startswith(dropped)]
+
+
+# the sources of a spark8 shape's memory section, deleted with it
+NO_SOURCES = {
+    shape: {f"sources/{k}": DELETE for k in read(SPARK8)["sources"] if k.startswith(f"$.shapes.{shape}.memory")}
+    for shape in ("tp8-300k", "tp8-1m")
+}
 
 
 def outcome(document: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -147,11 +162,104 @@ RULES: dict[str, tuple[str, dict[str, Any], str, list[str], str]] = {
         "",
     ),
     "KV cache left to gpu_memory_utilization": (
+        "seed000",
+        {
+            "shapes/tp3-triangle/sizing/kv_cache_memory_bytes": DELETE,
+            "shapes/tp3-triangle/sizing/gpu_memory_utilization": 0.8,
+        },
+        "error",
+        [
+            "the KV cache is left to gpu_memory_utilization",
+            "$.shapes.tp3-triangle.sizing:",
+            "one request away from OOM",
+        ],
+        "kv-cache-explicit",
+    ),
+    "KV cache left to gpu_memory_utilization on 8 nodes without seed 002's measured KV cache": (
         "spark8",
-        {},
+        {"shapes/tp8-300k/memory/kv_cache_gib": DELETE, "sources/$.shapes.tp8-300k.memory.kv_cache_gib": DELETE},
+        "error",
+        ["the KV cache is left to gpu_memory_utilization", "$.shapes.tp8-300k.sizing:", "seed 002 section 6"],
+        "kv-cache-explicit",
+    ),
+    "gpu_memory_utilization 0.99 without a memory section": (
+        "seed000",
+        {"shapes/tp3-triangle/sizing/gpu_memory_utilization": 0.99},
+        "error",
+        ["vLLM may use 119.79 GiB (gpu_memory_utilization 0.99 x the 121 GiB", "--memory limit of 112 GiB"],
+        "gmu-within-memory-limit",
+    ),
+    "8 sequences at 1,000,000 tokens on 3 nodes": (
+        "seed000",
+        {"shapes/tp3-triangle/sizing/max_num_seqs": 8, "shapes/tp3-triangle/sizing/max_model_len": 1000000},
+        "error",
+        ["8 concurrent sequences at 1000000 tokens of context on 3 nodes", "6 and 8 both crashed during load"],
+        "concurrency-at-1m",
+    ),
+    "6 sequences at 512K tokens that cost twice seed 000's": (
+        "seed000",
+        {
+            "model_config": {"kv_cache_bytes_per_token": 4505},
+            "sources": {"$.model_config.kv_cache_bytes_per_token": "a test's measured cost"},
+            "shapes/tp3-triangle/sizing/max_num_seqs": 6,
+            "shapes/tp3-triangle/sizing/max_model_len": 524288,
+        },
+        "error",
+        [
+            "6 concurrent sequences at 524288 tokens of context on 3 nodes",
+            "as much KV as 1,048,809 tokens at seed 000's 2,252",
+            "6 and 8 both",
+        ],
+        "concurrency-at-1m",
+    ),
+    "startup grace 0.25 s": (
+        "seed000",
+        {"host/startup_memguard_grace_seconds": 0.25},
         "warning",
-        ["tp8-300k.sizing: the KV cache is left to gpu_memory_utilization", "one request away from OOM"],
-        "",
+        ["a startup grace of 0.25 s is shorter than the 45 s that rode out seed 000's load dips", "false kills"],
+        "memguard-grace",
+    ),
+    "startup grace under one sampling interval": (
+        "seed000",
+        {"host/startup_memguard_grace_seconds": 0.2},
+        "error",
+        ["a startup grace period shorter than one sampling interval", "seed 000", "ten consecutive false kills"],
+        "memguard-grace",
+    ),
+    "steady grace 2 s": (
+        "seed000",
+        {"host/memguard_grace_seconds": 2},
+        "warning",
+        ["a steady grace of 2 s is shorter than the 30 s", "seed 000"],
+        "memguard-grace",
+    ),
+    "steady grace under one sampling interval": (
+        "seed000",
+        {"host/memguard_grace_seconds": 1},
+        "error",
+        ["a steady grace period shorter than one sampling interval", "seed 000"],
+        "memguard-grace",
+    ),
+    "floors 0.5/1 GiB": (
+        "seed000",
+        {"host/memguard_gib": 0.5, "host/startup_memguard_gib": 1},
+        "error",
+        ["a steady floor of 0.5 GiB leaves the guard unable to fire before the kernel's own OOM", "seed 000"],
+        "memguard-floors",
+    ),
+    "floors 30/40 GiB": (
+        "seed000",
+        {"host/memguard_gib": 30, "host/startup_memguard_gib": 40},
+        "warning",
+        ["a steady floor of 30 GiB would have stopped seed 000's own long-context test", "6.8 GiB"],
+        "memguard-floors",
+    ),
+    "pre-boot floor 6 GiB": (
+        "seed000",
+        {"host/min_mem_available_gib": 6},
+        "warning",
+        ["a pre-boot floor of 6 GiB is under seed 000's", "at least 100 GiB MemAvailable on every node"],
+        "min-mem-available",
     ),
     "engram on disk switched off in the environment": (
         "spark8",
@@ -209,16 +317,16 @@ RULES: dict[str, tuple[str, dict[str, Any], str, list[str], str]] = {
         ["--enable-flashinfer-autotune contradicts autotuner: false"],
         "",
     ),
-    "DeepGEMM autotune peak not in the 300K budget": (
+    "DeepGEMM autotune peak not in a 300K budget whose KV cache is planned, not measured": (
         "spark8",
-        {},
+        {"shapes/tp8-300k/memory/kv_cache_gib": DELETE, "sources/$.shapes.tp8-300k.memory.kv_cache_gib": DELETE},
         "warning",
         [
             "runs even with the FlashInfer AutoTuner off",
             "seed 002 lesson 5",
             "95.65 of its 96.8 GiB",
-            # seed 002 6.1: 49.55 + 23.60 + 11 + 1.5 = 85.65 of 96.8 leaves 11.15; KV 8.7 keeps 2.45 beyond it
-            "would get 1.15 GiB, not the planned 8.7 GiB (the budget keeps 2.45 GiB beyond the KV cache",
+            # seed 002 6.1: 49.55 + 23.60 + 11 + 1.5 = 85.65 of 96.8 leaves 11.15 for the KV cache; the peak takes 10
+            "would get 1.15 GiB, not the planned 11.15 GiB",
             # 300,000 tokens x 6,398 bytes (8.7 GiB for 1.46M tokens) = 1.79 GiB
             "under the 1.79 GiB one max_model_len sequence (300,000 tokens) needs",
         ],
@@ -226,10 +334,106 @@ RULES: dict[str, tuple[str, dict[str, Any], str, list[str], str]] = {
     ),
     "DeepGEMM autotune peak over the budget": (
         "spark8",
-        {"shapes/tp8-300k/memory/components_gib/nccl": 12.5},
+        {
+            "shapes/tp8-300k/memory/components_gib/nccl": 12.5,
+            "shapes/tp8-300k/memory/kv_cache_gib": DELETE,
+            "sources/$.shapes.tp8-300k.memory.kv_cache_gib": DELETE,
+        },
         "warning",
         ["holds 97.15 of its 96.8 GiB budget during profiling, more than the budget"],
         "",
+    ),
+    "autotuner true on tp8-300k": (
+        "spark8",
+        {"shapes/tp8-300k/autotuner": True},
+        "error",
+        [
+            "autotuner: true leaves 1.15 GiB of the 96.8 GiB budget after the rank's 85.65 GiB and the ~10 GiB peak",
+            "less than the planned 8.7 GiB KV cache and the 1.79 GiB one max_model_len sequence needs",
+            "seed 002 section 5.1",
+            "Voorkomt een OOM-piek",
+        ],
+        "autotuner-off-at-300k",
+    ),
+    "autotuner true at 300K without a memory budget": (
+        "spark8",
+        {"shapes/tp8-300k/autotuner": True, "shapes/tp8-300k/memory": DELETE, **NO_SOURCES["tp8-300k"]},
+        "error",
+        ["autotuner: true on a shape of 300,000 tokens with no memory budget", "seed 002 section 5.1"],
+        "autotuner-off-at-300k",
+    ),
+    "no NCCL component at 8 ranks": (
+        "spark8",
+        {
+            "shapes/tp8-300k/memory/components_gib/nccl": DELETE,
+            "sources/$.shapes.tp8-300k.memory.components_gib.nccl": DELETE,
+        },
+        "warning",
+        ["the memory budget at 8 ranks has no NCCL component", "seed 002 lesson 1", "~11 GB"],
+        "nccl-in-budget",
+    ),
+    "no memory section at 8 ranks": (
+        "spark8",
+        {"shapes/tp8-1m/memory": DELETE, **NO_SOURCES["tp8-1m"]},
+        "warning",
+        ["no memory budget at 8 ranks", "tp8-1m.memory:", "seed 002 lesson 1"],
+        "nccl-in-budget",
+    ),
+    "NCCL over IPv6": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_IB_ADDR_FAMILY": "AF_INET6"},
+        "error",
+        ["NCCL_IB_ADDR_FAMILY", "the fabric is IPv4", "seed 002 section 4.3", 'expected "AF_INET"'],
+        "nccl-ipv4",
+    ),
+    "NCCL rings kept on one NIC": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_CROSS_NIC": "0"},
+        "warning",
+        ["NCCL_CROSS_NIC", "seed 002 section 4.3", 'expected "1"'],
+        "nccl-cross-nic",
+    ),
+    "CPU affinity honoured at 8 ranks": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_IGNORE_CPU_AFFINITY": "0"},
+        "warning",
+        ["NCCL_IGNORE_CPU_AFFINITY", "seed 002 section 4.3", "seed 000's --cpuset-cpus rule is for its 3 and 4"],
+        "nccl-cpu-affinity",
+    ),
+    "NCCL async error handling off": (
+        "spark8",
+        {"shapes/tp8-300k/environment/TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"},
+        "warning",
+        ["TORCH_NCCL_ASYNC_ERROR_HANDLING", "seed 002 section 4.3", "can wait for ever"],
+        "nccl-async-errors",
+    ),
+    "NCCL debug level INFO": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_DEBUG": "INFO"},
+        "warning",
+        ["NCCL_DEBUG", "seed 002 section 4.3", 'expected "WARN"'],
+        "nccl-debug",
+    ),
+    "the seeds' CPU rules both on tp3": (
+        "seed000",
+        {
+            "container/docker_run_args": [*SEED000_ARGS, "--cpuset-cpus=0-19"],
+            "shapes/tp3-triangle/environment/NCCL_IGNORE_CPU_AFFINITY": "1",
+        },
+        "warning",
+        [
+            "the seeds' CPU rules conflict: seed 000 pins",
+            "seed 002 section 4.3",
+            "seed 000's rule holds on this 3-rank",
+        ],
+        "nccl-cpu-affinity",
+    ),
+    "the seeds' CPU rules both on tp8": (
+        "spark8",
+        {"container/docker_run_args": [*SPARK8_ARGS, "--cpuset-cpus=0-19"]},
+        "warning",
+        ["the seeds' CPU rules conflict", "seed 002's rule holds on this 8-rank shape"],
+        "nccl-cpu-affinity",
     ),
     "usable memory in GB": (
         "spark8",
@@ -256,10 +460,24 @@ def test_seed_rule(base: str, edits: dict[str, Any], severity: str, fragments: l
         assert any(f"waived {check} (a reason for this test)" in w and fragments[0] in w for w in warnings)
 
 
+# What a simulated node is not: a GB10 (its memory is a few GiB: the guard's floors, the pre-boot floor, and
+# gpu_memory_utilization against its --memory), a vLLM with a KV cache and NCCL (the stand-in engine's), or a host
+# that grants nofile 1048576.
+SIMULATED_WAIVERS = {
+    "nofile-at-8-ranks",
+    "memguard-floors",
+    "min-mem-available",
+    "kv-cache-explicit",
+    "gmu-within-memory-limit",
+    "nccl-in-budget",
+}
+
+
 def test_the_simulated_clusters_need_no_new_waiver() -> None:
     for name in ("sim3", "sim4", "sim8"):
         profile = read(SEED000.parents[2].parent / "inventories" / name / "serving-profile.json")
-        assert set(profile.get("waivers", {})) <= {"nofile-at-8-ranks"}
+        assert set(profile.get("waivers", {})) <= SIMULATED_WAIVERS
+        assert all(reason.startswith("simulated cluster: ") for reason in profile.get("waivers", {}).values())
         validate_profile(profile)
 
 
@@ -472,3 +690,192 @@ def test_fabric_on_management_can_be_waived() -> None:
     out = Collector("inventory", waivers={"fabric-not-management": "one-port lab rig"})
     check_hosts(hosts(("192.0.2.10", "192.0.2.10"), ("192.0.2.11", "198.51.100.11")), out)
     assert out.errors == [] and "waived fabric-not-management (one-port lab rig)" in out.warnings[0].render()
+
+
+# ------------------------------------------------------------------ each rule's silence and its boundaries (issue 27)
+SIM8 = SEED000.parents[2].parent / "inventories" / "sim8" / "serving-profile.json"
+BASES = {"seed000": SEED000, "spark3": SPARK3, "spark8": SPARK8, "sim8": SIM8}
+TP3 = "shapes/tp3-triangle"
+
+# name: (base profile, edits, a fragment of the rule's message, what it must be: "error", "warning" or "" for silence).
+# The seed's own value is silent; one step past the rule's boundary is not, one step inside is.
+BOUNDARIES: dict[str, tuple[str, dict[str, Any], str, str]] = {
+    # concurrency at 1M (seed 000: 4 stable on 3 nodes, 6 and 8 crashed; seed 002 section 5.2: 8 on 8)
+    "4 sequences at 1M on 3 nodes (seed 000's own)": ("spark3", {}, "tp3-triangle.sizing.max_num_seqs", ""),
+    "8 sequences at 1M on 8 nodes (seed 002's own)": ("spark8", {}, "concurrent sequences", ""),
+    "9 sequences at 1M on 8 nodes": ("spark8", {"shapes/tp8-1m/sizing/max_num_seqs": 9}, "9 concurrent", "warning"),
+    "5 sequences at 1M on 3 nodes": ("spark3", {f"{TP3}/sizing/max_num_seqs": 5}, "5 concurrent", "warning"),
+    "8 sequences at 999,999 tokens on 3 nodes": (
+        "spark3",
+        {f"{TP3}/sizing/max_num_seqs": 8, f"{TP3}/sizing/max_model_len": 999999},
+        "8 concurrent",
+        "",
+    ),
+    "8 sequences at 1,000,000 tokens on 3 nodes": (
+        "spark3",
+        {f"{TP3}/sizing/max_num_seqs": 8, f"{TP3}/sizing/max_model_len": 1000000},
+        "8 concurrent",
+        "error",
+    ),
+    "6 sequences at 512K tokens at seed 000's cost": (
+        "spark3",
+        {f"{TP3}/sizing/max_num_seqs": 6, f"{TP3}/sizing/max_model_len": 524288},
+        "tp3-triangle.sizing.max_num_seqs",
+        "",
+    ),
+    "6 sequences at 512K tokens at twice seed 000's cost": (
+        "spark3",
+        {
+            "model_config/kv_cache_bytes_per_token": 4505,
+            f"{TP3}/sizing/max_num_seqs": 6,
+            f"{TP3}/sizing/max_model_len": 524288,
+        },
+        "tp3-triangle.sizing.max_num_seqs",
+        "error",
+    ),
+    "6 sequences at 1M tokens that cost half seed 000's": (
+        "spark3",
+        {"model_config/kv_cache_bytes_per_token": 1126, f"{TP3}/sizing/max_num_seqs": 6},
+        "tp3-triangle.sizing.max_num_seqs",
+        "",
+    ),
+    # the memory guard (seed 000: 5 GiB / 45 s starting, 3 GiB / 30 s serving; 100 GiB before a boot; 6.8 GiB headroom)
+    "seed 000's guard": ("spark3", {}, "$.host", ""),
+    "startup grace 45 s": ("spark3", {"host/startup_memguard_grace_seconds": 45}, "startup grace", ""),
+    "startup grace 44.9 s": ("spark3", {"host/startup_memguard_grace_seconds": 44.9}, "startup grace", "warning"),
+    "startup grace of one interval": (
+        "spark3",
+        {"host/startup_memguard_grace_seconds": 0.25},
+        "startup grace",
+        "warning",
+    ),
+    "startup grace under one interval": (
+        "spark3",
+        {"host/startup_memguard_grace_seconds": 0.24},
+        "startup grace",
+        "error",
+    ),
+    "steady grace 30 s": ("spark3", {"host/memguard_grace_seconds": 30}, "steady grace", ""),
+    "steady grace 29.9 s": ("spark3", {"host/memguard_grace_seconds": 29.9}, "steady grace", "warning"),
+    "steady grace of one interval": ("spark3", {"host/memguard_grace_seconds": 2}, "steady grace", "warning"),
+    "steady grace under one interval": ("spark3", {"host/memguard_grace_seconds": 1.99}, "steady grace", "error"),
+    "steady floor 1.01 GiB": ("spark3", {"host/memguard_gib": 1.01}, "steady floor", ""),
+    "steady floor 1 GiB": ("spark3", {"host/memguard_gib": 1}, "steady floor", "error"),
+    "steady floor 6.79 GiB": ("spark3", {"host/memguard_gib": 4.5, "host/startup_memguard_gib": 6.79}, "floor of", ""),
+    "startup floor 6.8 GiB": ("spark3", {"host/startup_memguard_gib": 6.8}, "startup floor", "warning"),
+    "pre-boot floor 100 GiB": ("spark3", {"host/min_mem_available_gib": 100}, "pre-boot floor", ""),
+    "pre-boot floor 99.9 GiB": ("spark3", {"host/min_mem_available_gib": 99.9}, "pre-boot floor", "warning"),
+    # the KV cache: sized in bytes (seed 000) or as vLLM reported it at its gpu_memory_utilization (seed 002 section 6)
+    "seed 000's KV cache in bytes": ("spark3", {}, "left to gpu_memory_utilization", ""),
+    "seed 002's KV caches at their gpu_memory_utilization": ("spark8", {}, "left to gpu_memory_utilization", ""),
+    "gpu_memory_utilization 0.925 under 112g": (
+        "spark3",
+        {f"{TP3}/sizing/gpu_memory_utilization": 0.925},
+        "vLLM may use",
+        "",
+    ),
+    "gpu_memory_utilization 0.926 over 112g": (
+        "spark3",
+        {f"{TP3}/sizing/gpu_memory_utilization": 0.926},
+        "vLLM may use",
+        "error",
+    ),
+    "a KV cache that holds one 1M sequence at seed 000's measured cost": ("spark3", {}, "vLLM would refuse", ""),
+    # (the budget compares GiB to 3 decimals: two bytes a token short is the first step it sees)
+    "a KV cache two bytes per token short at seed 000's measured cost": (
+        "spark3",
+        {f"{TP3}/sizing/kv_cache_memory_bytes": 2250 * 1048576},
+        "vLLM would refuse",
+        "error",
+    ),
+    "a halved KV cache at seed 000's measured cost": (
+        "spark3",
+        {f"{TP3}/sizing/kv_cache_memory_bytes": 2362232012 // 2},
+        "vLLM would refuse",
+        "error",
+    ),
+    # the AutoTuner (seed 002 section 5.1 off at 300K, 5.2 on at 1M)
+    "the AutoTuner as seed 002 runs it": ("spark8", {}, "autotuner: true", ""),
+    "the AutoTuner on at 300K with room for its peak": (
+        "spark8",
+        {"shapes/tp8-300k/autotuner": True, "shapes/tp8-300k/memory/components_gib/model": 42.0},
+        "autotuner: true",
+        "",
+    ),
+    "the AutoTuner on at 300K, 0.01 GiB short": (
+        "spark8",
+        {"shapes/tp8-300k/autotuner": True, "shapes/tp8-300k/memory/components_gib/model": 42.01},
+        "autotuner: true",
+        "error",
+    ),
+    "the AutoTuner on at 300K without a budget": (
+        "sim8",
+        {"shapes/tp8-300k/autotuner": True},
+        "autotuner: true",
+        "error",
+    ),
+    "the AutoTuner on at 300,001 tokens without a budget": (
+        "sim8",
+        {"shapes/tp8-300k/autotuner": True, "shapes/tp8-300k/sizing/max_model_len": 300001},
+        "autotuner: true",
+        "",
+    ),
+    # NCCL's share of the budget at 8 ranks (seed 002 lesson 1)
+    "seed 002's NCCL component": ("spark8", {}, "NCCL component", ""),
+    "an NCCL component under another name": (
+        "spark8",
+        {
+            "shapes/tp8-300k/memory/components_gib/nccl": DELETE,
+            "shapes/tp8-300k/memory/components_gib/nccl_8_channels": 11,
+        },
+        "NCCL component",
+        "",
+    ),
+    # the DeepGEMM/CUTLASS peak: seed 002's tp8-300k ran with its measured KV cache
+    "the DeepGEMM warning on seed 002's tp8-300k": ("spark8", {}, "DeepGEMM/CUTLASS", ""),
+    # NCCL values: seed 002 section 4.3's, each silent at the seed's value
+    "seed 002's NCCL environment": ("spark8", {}, "NCCL_", ""),
+    "NCCL_IB_ADDR_FAMILY as the seed": (
+        "spark8",
+        {"shapes/tp8-300k/environment/NCCL_IB_ADDR_FAMILY": "AF_INET"},
+        "NCCL_IB_ADDR_FAMILY",
+        "",
+    ),
+    "NCCL_IB_ADDR_FAMILY on a fabric without RoCE": (
+        "sim8",
+        {"shapes/tp8-300k/environment/NCCL_IB_ADDR_FAMILY": "AF_INET6"},
+        "NCCL_IB_ADDR_FAMILY",
+        "",
+    ),
+    # the seeds' CPU rules: each shape its own seed's
+    "seed 000's CPU set on tp3": (
+        "spark3",
+        {"container/docker_run_args": [*read(SPARK3)["container"]["docker_run_args"], "--cpuset-cpus=0-19"]},
+        "CPU",
+        "",
+    ),
+    "seed 002's 8 ranks without a CPU set": ("spark8", {}, "cpuset", ""),
+}
+
+
+@pytest.mark.parametrize("base,edits,fragment,expected", BOUNDARIES.values(), ids=BOUNDARIES.keys())
+def test_seed_rule_boundary(base: str, edits: dict[str, Any], fragment: str, expected: str) -> None:
+    document = edited(read(BASES[base]), edits)
+    if "model_config/kv_cache_bytes_per_token" in edits:
+        document["sources"]["$.model_config.kv_cache_bytes_per_token"] = "a test's measured cost"
+    errors, warnings = outcome(document)
+    said = {"error": [p for p in errors if fragment in p], "warning": [p for p in warnings if fragment in p]}
+    if expected:
+        assert said[expected], (fragment, errors, warnings)
+        assert not said["error" if expected == "warning" else "warning"], said
+    else:
+        assert said == {"error": [], "warning": []}, said
+
+
+def test_the_plan_renders_each_shape_its_own_seeds_cpu_rule() -> None:
+    """seed 000 pins its 3 and 4 ranks (--cpuset-cpus); seed 002 runs its 8 with NCCL_IGNORE_CPU_AFFINITY=1."""
+    from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import nccl_environment
+
+    for nodes, transport in ((3, "oneshot-direct"), (4, "oneshot-ring4")):
+        assert "NCCL_IGNORE_CPU_AFFINITY" not in nccl_environment(nodes, {"transport": transport})
+    assert nccl_environment(8, {"transport": "switch"})["NCCL_IGNORE_CPU_AFFINITY"] == "1"
