@@ -79,7 +79,8 @@ def run_import(
     options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Read the recipe, map it, and render the files: ``files`` (relative path to text), ``notes`` (what became of
-    every setting), ``warnings`` (the plan's), ``shape``, ``fabric_missing``. RecipeError or ImportRefused as the
+    every setting), ``warnings`` (the plan's), ``waivers`` (the seed rules the profile waives, by name, with the
+    reason: what to fix before serving), ``shape``, ``fabric_missing``. RecipeError or ImportRefused as the
     reading or the mapping raise them; nothing is written here."""
     recipe = load_recipe(text, source, variant, options)
     imported = import_recipe(recipe, hosts, fabric)
@@ -91,6 +92,7 @@ def run_import(
         },
         "notes": [note.render() for note in imported.notes],
         "warnings": list(imported.warnings),
+        "waivers": dict(imported.profile.get("waivers", {})),
         "shape": imported.shape,
         "runtime": recipe.runtime,
         "fabric_missing": imported.fabric_missing,

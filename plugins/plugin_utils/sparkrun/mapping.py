@@ -24,12 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Problem, ProfileError
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils._problems import Collector, Problem, ProfileError
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory import Host
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.nccl import nccl_environment
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import parse_profile
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.secrets import redact_text
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.seed_rules import check_kv_left_to_gmu
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.vllm import (
     SIZING_FLAGS,
     has_flag,
@@ -58,6 +59,9 @@ _STAND_IN_FABRIC = "198.18.0.{}"
 _SHELL = re.compile(r"^(?:&&|\|\||[;|&<>]|>>|2>&1|\$\(.*|`.*)$")
 _HOSTNAME = re.compile(r"^[A-Za-z][A-Za-z0-9.-]*$")
 _SEED000 = "seed 000 (inventories/spark3/serving-profile.json)"
+# Seed 000's rule a typical recipe breaks: the KV cache sized by --gpu-memory-utilization alone (docs/seed-rules.md).
+KV_WAIVER = "kv-cache-explicit"
+VLLM_DEFAULT_GMU = 0.9  # vllm serve's --gpu-memory-utilization when none is given
 
 # Chain keys sparkrun reads for itself, not as a vllm serve flag.
 _SPARKRUN_KEYS = {
@@ -177,7 +181,7 @@ class Note:
     """What became of one recipe setting."""
 
     kind: str
-    """mapped, added, dropped."""
+    """mapped, added, dropped, waived (a seed rule the profile knowingly breaks until the operator fixes it)."""
     setting: str
     """The recipe setting (``defaults.max_num_seqs``, ``command --kv-cache-dtype fp8``, ``env.NCCL_IB_HCA``)."""
     to: str = ""
@@ -363,7 +367,20 @@ def _read_command(
             if number is None:
                 refusals.append(f"{setting}: not a number")
                 continue
-            parts.append(_Part(setting, f"$.shapes.<shape>.sizing.{key}", _set(("shape", "sizing", key), number)))
+            path = f"$.shapes.<shape>.sizing.{key}"
+            fallback = None
+            if key == "gpu_memory_utilization":
+                # Dropped alone, the flag would leave vLLM's default, which no rule sees (gmu-within-memory-limit
+                # judges a stated value): the default takes its place, stated, so that the plan judges it too.
+                fallback = _Part(
+                    f"vLLM's default --gpu-memory-utilization {VLLM_DEFAULT_GMU}",
+                    path,
+                    _set(("shape", "sizing", key), VLLM_DEFAULT_GMU),
+                    reason="in place of the recipe's, which the plan refuses: what vLLM uses when none is given, "
+                    "stated so that the plan checks it",
+                    kind="added",
+                )
+            parts.append(_Part(setting, path, _set(("shape", "sizing", key), number), fallback=fallback))
         elif dest == "speculative_config":
             if arg.key:
                 parsed = _json(value)
@@ -669,9 +686,44 @@ def _assemble(
             sources[path] = _cite(recipe, part.setting) if part.kind == "mapped" else part.setting
     for key in SEED000_HOST:
         sources[f"$.host.{key}"] = f"{_SEED000}: the recipe has no host settings"
+    reason = kv_waiver_reason(recipe, the_shape)
+    if reason:
+        profile["waivers"] = {KV_WAIVER: reason}
+        sources[f"$.waivers.{KV_WAIVER}"] = (
+            "playbooks/import_sparkrun.yml: the recipe sizes the KV cache by gpu_memory_utilization alone, which seed "
+            "000 refuses (docs/seed-rules.md, kv-cache-explicit); waived so that the import serves, and warned on "
+            "every plan until the KV cache is sized"
+        )
     sources[f"$.shapes.{shape}.fabric.transport"] = f"{nodes} nodes, cabled as seed 000 and seed 002 cable them"
     profile["sources"] = sources
     return profile
+
+
+def kv_waiver_reason(recipe: Recipe, shape: Mapping[str, Any]) -> str | None:
+    """The reason the profile waives ``kv-cache-explicit``, when the shape breaks it (the seed rule itself judges);
+    None when the recipe sizes the KV cache (``--kv-cache-memory-bytes``).
+
+    A sparkrun recipe normally sizes the KV cache by ``--gpu-memory-utilization`` alone, and no recipe setting gives
+    the KV cache vLLM reports. Refusing would refuse nearly every recipe; guessing a size would be a number no one
+    measured. So the profile keeps the recipe's setting and waives the rule by name, with a reason that says where it
+    came from and how to size it: the plan then reports seed 000's error as a warning on every run until it is fixed."""
+    probe = Collector()
+    check_kv_left_to_gmu(shape.get("sizing") or {}, shape.get("memory"), "$", probe)
+    if not probe.errors:
+        return None
+    gmu = (shape.get("sizing") or {}).get("gpu_memory_utilization")
+    left_to = (
+        f"--gpu-memory-utilization {gmu}"
+        if gmu is not None
+        else f"vLLM's default --gpu-memory-utilization ({VLLM_DEFAULT_GMU})"
+    )
+    variant = f" (variant {recipe.variant})" if recipe.variant else ""
+    return (
+        f"imported from sparkrun recipe {recipe.source}{variant}, which leaves the KV cache to {left_to}: vLLM sizes "
+        "it from what its profiling run leaves. Size it before serving: boot once, read the 'Available KV cache "
+        "memory' line vLLM logs on the head, and set sizing.kv_cache_memory_bytes to it in bytes (or give that figure "
+        "as memory.kv_cache_gib in a memory budget); then remove this waiver"
+    )
 
 
 def _cite(recipe: Recipe, setting: str) -> str:
@@ -840,6 +892,7 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
 
     shape = shape_name(nodes)
     dropped: list[_Part] = []
+    replaced: dict[int, tuple[_Part, Problem]] = {}  # a fallback's id -> the part it replaced, and why
     for _round in range(8):
         kept = [p for p in parts if p not in dropped]
         profile = _assemble(recipe, nodes, read, kept, fabric_settings)
@@ -856,14 +909,29 @@ def import_recipe(recipe: Recipe, hosts: Sequence[str], fabric: Sequence[str] | 
                     [f"the plan refuses the profile: {p.render()}" for p in (unexplained or error.problems)],
                     notes,
                 ) from None
+            twice = [(p, problem) for p, problem in blamed.values() if id(p) in replaced]
+            if twice:  # what takes a refused setting's place is refused too: nothing of the recipe is left to drop
+                raise ImportRefused(
+                    recipe.source,
+                    [
+                        f"{replaced[id(p)][0].setting}: the plan refuses it ({replaced[id(p)][1].message}), and "
+                        f"{p.setting} in its place too ({problem.message}): change the recipe so that the plan "
+                        "takes one of them"
+                        for p, problem in twice
+                    ],
+                    notes,
+                ) from None
             for part, problem in blamed.values():
                 dropped.append(part)
                 if part.fallback is not None:
                     parts.insert(parts.index(part) + 1, part.fallback)
+                    replaced[id(part.fallback)] = (part, problem)
                 notes.append(Note("dropped", part.setting, reason=f"the plan refuses it: {problem.message}"))
             continue
         for part in kept:
             notes.append(Note(part.kind, part.setting, part.path.replace("<shape>", shape), part.reason))
+        for check, reason in profile.get("waivers", {}).items():
+            notes.append(Note("waived", check, f"$.waivers.{check}", reason))
         notes = [replace(n, to=n.to.replace("<shape>", shape)) for n in notes]
         return Imported(profile, shape, inventory, notes, list(plan["warnings"]))
     raise ImportRefused(recipe.source, ["the plan kept refusing the profile after dropping what it named"], notes)

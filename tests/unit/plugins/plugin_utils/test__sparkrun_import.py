@@ -14,6 +14,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -25,9 +26,13 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory im
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import build_plan
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.profile import parse_profile
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.sparkrun.files import run_import
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils.sparkrun.mapping import ImportRefused, import_recipe
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.sparkrun.mapping import (
+    SEED000_HOST,
+    ImportRefused,
+    import_recipe,
+)
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.sparkrun.recipe import RecipeError, load_recipe, render
-from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, ROOT
+from ansible_collections.dgxspark.cluster.tests.unit.conftest import FIXTURES, ROOT, SPARK3
 
 RECIPES = FIXTURES / "sparkrun"
 BIN = pathlib.Path(sys.executable).parent
@@ -155,6 +160,87 @@ def test_a_v2_recipe_on_three_nodes_with_a_variant() -> None:
     assert profile["sources"]["$.shapes.tp3-triangle.sizing.max_model_len"].endswith(
         "variant long: command --max-model-len 262144"
     )
+    # the recipe leaves the KV cache to gpu_memory_utilization, which seed 000 refuses (kv-cache-explicit): the profile
+    # waives it by name, saying where it came from and how to size it; a finding of the import, and the plan's warning
+    reason = profile["waivers"]["kv-cache-explicit"]
+    assert list(profile["waivers"]) == ["kv-cache-explicit"]
+    assert reason.startswith(
+        "imported from sparkrun recipe tp3-v2.yaml (variant long), which leaves the KV cache to "
+        "--gpu-memory-utilization 0.8: "
+    )
+    assert "'Available KV cache memory'" in reason and "sizing.kv_cache_memory_bytes" in reason
+    assert "memory.kv_cache_gib" in reason and reason.endswith("then remove this waiver")
+    assert f"waived kv-cache-explicit -> $.waivers.kv-cache-explicit ({reason})" in result["notes"]
+    waived = [w for w in result["warnings"] if "waived kv-cache-explicit" in w]
+    assert len(waived) == 1 and f"({reason}): the KV cache is left to gpu_memory_utilization: seed 000" in waived[0]
+
+
+def test_the_host_settings_added_are_seed_000s_and_no_seed_rule_warns_of_them() -> None:
+    spark3_host = json.loads(SPARK3.read_text())["host"]
+    assert SEED000_HOST == {key: spark3_host[key] for key in SEED000_HOST}
+    for name, hosts, fabric in (
+        ("tp3-v2", HOSTS3, FABRIC3),
+        ("tp4-v1", [f"10.0.0.{i}" for i in (1, 2, 3, 4)], [f"10.99.4.{i}" for i in (1, 2, 3, 4)]),
+        ("tp8-executor", [f"10.0.0.{i}" for i in range(1, 9)], [f"10.99.8.{i}" for i in range(1, 9)]),
+    ):
+        result = imported(name, hosts, fabric)
+        assert profile_of(result)["host"] == SEED000_HOST
+        # memguard-grace, memguard-floors, min-mem-available: silent at seed 000's own values
+        assert not [w for w in result["warnings"] if "$.host." in w], name
+
+
+def test_a_recipe_that_sizes_the_kv_cache_in_bytes_waives_nothing() -> None:
+    result = imported("tp4-v1", [f"10.0.0.{i}" for i in (1, 2, 3, 4)], [f"10.99.4.{i}" for i in (1, 2, 3, 4)])
+    profile = profile_of(result)
+    assert "kv_cache_memory_bytes" in profile["shapes"]["tp4-ring"]["sizing"]
+    assert "waivers" not in profile
+    assert not [n for n in result["notes"] if n.startswith("waived")]
+    assert not [w for w in result["warnings"] if "waived" in w or "kv-cache-explicit" in w]
+
+
+BARE = (
+    "model: org/m\ncontainer: img:1\ndefaults: {tensor_parallel: 3, max_model_len: 4096, max_num_seqs: 2,"
+    " max_num_batched_tokens: 2048}\n"
+)
+
+
+def test_without_a_gpu_memory_utilization_the_waiver_names_vllms_default() -> None:
+    profile = profile_of(run_import(BARE, "bare.yaml", HOSTS3, FABRIC3))
+    assert "gpu_memory_utilization" not in profile["shapes"]["tp3-triangle"]["sizing"]
+    assert profile["waivers"]["kv-cache-explicit"].startswith(
+        "imported from sparkrun recipe bare.yaml, which leaves the KV cache to vLLM's default "
+        "--gpu-memory-utilization (0.9): "
+    )
+
+
+def test_a_gpu_memory_utilization_over_the_memory_limit_gives_way_to_vllms_default_stated_or_refuses() -> None:
+    # 0.95 x 121 GiB is over seed 000's --memory=112g: dropped, vLLM's default (0.9, 108.9 GiB) in its place, stated
+    # so that the plan judges it (a flag dropped alone would leave the default unjudged)
+    text = BARE.replace("max_num_batched_tokens: 2048", "max_num_batched_tokens: 2048, gpu_memory_utilization: 0.95")
+    result = run_import(text, "gmu.yaml", HOSTS3, FABRIC3)
+    assert profile_of(result)["shapes"]["tp3-triangle"]["sizing"]["gpu_memory_utilization"] == 0.9
+    notes = "\n".join(result["notes"])
+    assert "dropped command --gpu-memory-utilization 0.95: the plan refuses it: vLLM may use 114.95 GiB" in notes
+    assert (
+        "added vLLM's default --gpu-memory-utilization 0.9 -> $.shapes.tp3-triangle.sizing.gpu_memory_utilization"
+        in notes
+    )
+    assert (
+        "which leaves the KV cache to --gpu-memory-utilization 0.9:"
+        in profile_of(result)["waivers"]["kv-cache-explicit"]
+    )
+    # under the recipe's own 16g neither fits: refused, naming both
+    text = BARE.replace("max_num_batched_tokens: 2048", "max_num_batched_tokens: 2048, gpu_memory_utilization: 0.8")
+    with pytest.raises(ImportRefused) as caught:
+        run_import(text + "executor_config: {memory_limit: 16g}\n", "gmu16.yaml", HOSTS3, FABRIC3)
+    assert caught.value.reasons == [
+        "command --gpu-memory-utilization 0.8: the plan refuses it (vLLM may use 96.80 GiB (gpu_memory_utilization 0.8 "
+        "x the 121 GiB of a GB10, seed 002 section 4.2), more than the container's --memory limit of 16 GiB: the rank "
+        "is OOM-killed while it allocates its KV cache), and vLLM's default --gpu-memory-utilization 0.9 in its place "
+        "too (vLLM may use 108.90 GiB (gpu_memory_utilization 0.9 x the 121 GiB of a GB10, seed 002 section 4.2), more "
+        "than the container's --memory limit of 16 GiB: the rank is OOM-killed while it allocates its KV cache): "
+        "change the recipe so that the plan takes one of them"
+    ]
 
 
 def test_without_a_variant_the_defaults_serve_and_the_variants_are_named() -> None:
@@ -280,10 +366,34 @@ def bench_peer() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("cluster", ["sim3", "sim4", "sim8"])
-def test_round_trip_our_profile_to_bench_peers_recipe_and_back_gives_the_same_ranks(cluster: str) -> None:
-    """Our profile, the recipe tools/bench_peer.py writes from its plan, the import: the same spec hash per rank once
-    the hosts are named as the inventory names them."""
+# What a recipe cannot carry: it has no waivers and no host section. The sim inventories waive the seed rules their
+# containers break, each with its reason; what the import writes in their place, per inventory, is stated here.
+# Every sim inventory scales the guard's floors and the pre-boot floor to containers of a few GiB (memguard-floors,
+# min-mem-available); the import writes seed 000's host settings, which need no waiver. The host section is not part of
+# a rank's spec, so the ranks are the same.
+SIM_HOST_DIFFERENCES = {  # key: (the sim's, the import's = seed 000's)
+    "memguard_gib": (1, 3),
+    "startup_memguard_gib": (1.5, 5),
+    "min_mem_available_gib": (4, 100),
+    "helper_services": (["dgxspark-sim-helper.service"], None),
+}
+SIM_GUARD_WAIVERS = ["memguard-floors", "min-mem-available"]
+# sim8 also waives what its stand-in engine and this machine cannot give (nofile-at-8-ranks, gmu-within-memory-limit,
+# kv-cache-explicit, nccl-in-budget).
+SIM8_WAIVERS = [
+    "nofile-at-8-ranks",
+    *SIM_GUARD_WAIVERS,
+    "kv-cache-explicit",
+    "gmu-within-memory-limit",
+    "nccl-in-budget",
+]
+
+
+def round_trip(
+    cluster: str, edit: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[Any, list[dict[str, Any]], Any, dict[str, Any]]:
+    """Our profile and its plan's ranks, the recipe tools/bench_peer.py writes from them (``edit``ed), the import of it
+    on the same hosts, and the plan of the import with the hosts named as the inventory names them."""
     inventory = yaml.safe_load((ROOT / "inventories" / cluster / "hosts.yml").read_text())["dgxspark"]["children"]
     ours = [(n, v) for g in ("dgxspark_head", "dgxspark_workers") for n, v in inventory[g]["hosts"].items()]
     hosts = [
@@ -307,6 +417,8 @@ def test_round_trip_our_profile_to_bench_peers_recipe_and_back_gives_the_same_ra
         nodes=plan["nodes"],
     )
     recipe, _left = peer.recipe_for(peer_plan, head["image"])
+    if edit is not None:
+        edit(recipe)
     by_rank = sorted(hosts, key=lambda h: h.rank)
     back = import_recipe(
         load_recipe(json.dumps(recipe), f"recipe-{cluster}.yaml"),
@@ -328,21 +440,72 @@ def test_round_trip_our_profile_to_bench_peers_recipe_and_back_gives_the_same_ra
             for i, h in enumerate(back.hosts)
         ],  # fmt: skip
     )
-    if "waivers" not in profile.data:
-        assert [(r["host"], r["spec_sha256"]) for r in again["ranks"]] == [(r["host"], r["spec_sha256"]) for r in ranks]
-        return
-    # sim8 waives nofile-at-8-ranks (this machine grants 20000 at most); a recipe carries no waiver, so the rule drops
-    # the recipe's nofile and seed 002's takes its place: that option alone differs
-    assert list(profile.data["waivers"]) == ["nofile-at-8-ranks"]
-    assert "dropped executor_config.ulimit: --ulimit=nofile=20000:20000: the plan refuses it" in "\n".join(
-        n.render() for n in back.notes
-    )
+    return profile, ranks, back, again
+
+
+def host_differences(ours: dict[str, Any], back: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {k: (ours.get(k), back.get(k)) for k in sorted(set(ours) | set(back)) if ours.get(k) != back.get(k)}
+
+
+@pytest.mark.parametrize("cluster", ["sim3", "sim4"])
+def test_round_trip_our_profile_to_bench_peers_recipe_and_back_gives_the_same_ranks(cluster: str) -> None:
+    """Our profile, the recipe tools/bench_peer.py writes from its plan, the import: the same spec hash per rank once
+    the hosts are named as the inventory names them; only the host section differs, as stated above."""
+    profile, ranks, back, again = round_trip(cluster)
+    assert [(r["host"], r["spec_sha256"]) for r in again["ranks"]] == [(r["host"], r["spec_sha256"]) for r in ranks]
+    assert list(profile.data["waivers"]) == SIM_GUARD_WAIVERS
+    assert "waivers" not in back.profile  # the recipe sizes the KV cache in bytes (--kv-cache-memory-bytes)
+    assert host_differences(profile.data["host"], back.profile["host"]) == SIM_HOST_DIFFERENCES
+    assert back.profile["host"] == SEED000_HOST
+    assert not [w for w in again["warnings"] if "$.host." in w or "waived" in w]
+
+
+def test_round_trip_of_sim8_refuses_what_only_its_waivers_allow_and_keeps_its_commands_on_a_gb10() -> None:
+    """sim8's recipe runs gpu_memory_utilization 0.8 (96.8 GiB) under --memory=16g, which sim8 waives
+    (gmu-within-memory-limit): on a GB10 the rank would be OOM-killed. Without the waiver the plan refuses the 0.8, and
+    vLLM's default 0.9 in its place, so the import refuses the recipe, naming both. The same recipe without its 16g
+    (a GB10's, where the import adds seed 000's 112g) gives the same commands and environment; the options differ
+    exactly where sim8's waivers and the memory limit do."""
+    profile = parse_profile((ROOT / "inventories" / "sim8" / "serving-profile.json").read_text(), "sim8")
+    assert list(profile.data["waivers"]) == SIM8_WAIVERS
+    with pytest.raises(ImportRefused) as caught:
+        round_trip("sim8")
+    assert [r.split(" (vLLM may use ")[0] for r in caught.value.reasons] == [
+        "command --gpu-memory-utilization 0.8: the plan refuses it"
+    ]
+    assert "vLLM's default --gpu-memory-utilization 0.9 in its place too" in caught.value.reasons[0]
+    assert "more than the container's --memory limit of 16 GiB" in caught.value.reasons[0]
+
+    def on_a_gb10(recipe: dict[str, Any]) -> None:
+        del recipe["executor_config"]["memory_limit"]
+
+    profile, ranks, back, again = round_trip("sim8", on_a_gb10)
+    notes = "\n".join(n.render() for n in back.notes)
+    # nofile-at-8-ranks: the recipe's 20000 is refused and seed 002's 1048576 takes its place
+    assert "dropped executor_config.ulimit: --ulimit=nofile=20000:20000: the plan refuses it" in notes
+    swap = {
+        "--ulimit=nofile=20000:20000": "--ulimit=nofile=1048576:1048576",
+        "--memory=16g": "--memory=112g",  # seed 000's, added: the recipe no longer says
+        "--memory-swap=16g": "--memory-swap=112g",
+    }
     for before, after in zip(ranks, again["ranks"], strict=True):
         assert (after["host"], after["command"], after["environment"]) == (
             before["host"], before["command"], before["environment"],
         )  # fmt: skip
-        expected = [a.replace("nofile=20000:20000", "nofile=1048576:1048576") for a in before["docker_run_args"]]
-        assert after["docker_run_args"] == expected
+        assert after["docker_run_args"] == [swap.get(a, a) for a in before["docker_run_args"]]
+    # kv-cache-explicit: the shape leaves the KV cache to gpu_memory_utilization 0.8; the import waives it with its own
+    # reason, and the plan warns every run (sim8's reason was its stand-in engine)
+    assert list(back.profile["waivers"]) == ["kv-cache-explicit"]
+    assert back.profile["waivers"]["kv-cache-explicit"].startswith(
+        "imported from sparkrun recipe recipe-sim8.yaml, which leaves the KV cache to --gpu-memory-utilization 0.8: "
+    )
+    # nccl-in-budget: a recipe has no memory budget, so seed 002's warning is given, unwaived
+    waived = [w for w in again["warnings"] if "waived" in w]
+    assert len(waived) == 1 and "waived kv-cache-explicit (imported from sparkrun recipe recipe-sim8.yaml" in waived[0]
+    assert len([w for w in again["warnings"] if "$.shapes.tp8-switch.memory: no memory budget at 8 ranks" in w]) == 1
+    # memguard-floors, min-mem-available: seed 000's host settings, no waiver, no warning
+    assert host_differences(profile.data["host"], back.profile["host"]) == SIM_HOST_DIFFERENCES
+    assert not [w for w in again["warnings"] if "$.host." in w]
 
 
 # --------------------------------------------------------------------------- the playbook, for real
@@ -371,8 +534,15 @@ def test_the_playbook_imports_never_overwrites_without_force_and_plan_yml_takes_
         "serving-profile.json",
     ]
     assert "next: ansible-playbook playbooks/plan.yml -i" in run.stdout
+    # the waiver is a finding of the import's report, and plan.yml warns of it on every run until the KV cache is sized
+    report = " ".join(run.stdout.split())  # the callback wraps long lines
+    assert "waived kv-cache-explicit -> $.waivers.kv-cache-explicit (imported from sparkrun recipe" in report
+    assert "before serving: the profile waives kv-cache-explicit" in report
     planned = playbook("playbooks/plan.yml", "-i", str(dest))
     assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "waived kv-cache-explicit (imported from sparkrun recipe" in " ".join(
+        (planned.stdout + planned.stderr).split()
+    )
     assert "rank 2 (worker) on spark-w2, fabric 10.99.3.3" in planned.stdout
     assert "--node-rank 2" in planned.stdout
 
