@@ -70,6 +70,17 @@ def group_vars_yml(imported: Imported, source: str) -> str:
     )
 
 
+def before_serving(imported: Imported) -> str:
+    """The report's line on the seed rules the profile waives: each must be fixed before serving."""
+    waivers = list(imported.profile.get("waivers", {}))
+    if not waivers:
+        return "the profile waives no seed rule"
+    return (
+        f"before serving: the profile waives {', '.join(waivers)} (its waivers say why and how to fix it; plan.yml "
+        "warns of it on every run until then)"
+    )
+
+
 def run_import(
     text: str,
     source: str,
@@ -80,8 +91,8 @@ def run_import(
 ) -> dict[str, Any]:
     """Read the recipe, map it, and render the files: ``files`` (relative path to text), ``notes`` (what became of
     every setting), ``warnings`` (the plan's), ``waivers`` (the seed rules the profile waives, by name, with the
-    reason: what to fix before serving), ``shape``, ``fabric_missing``. RecipeError or ImportRefused as the
-    reading or the mapping raise them; nothing is written here."""
+    reason: what to fix before serving), ``before_serving`` (one line saying so), ``shape``, ``fabric_missing``.
+    RecipeError or ImportRefused as the reading or the mapping raise them; nothing is written here."""
     recipe = load_recipe(text, source, variant, options)
     imported = import_recipe(recipe, hosts, fabric)
     return {
@@ -93,6 +104,7 @@ def run_import(
         "notes": [note.render() for note in imported.notes],
         "warnings": list(imported.warnings),
         "waivers": dict(imported.profile.get("waivers", {})),
+        "before_serving": before_serving(imported),
         "shape": imported.shape,
         "runtime": recipe.runtime,
         "fabric_missing": imported.fabric_missing,
