@@ -351,16 +351,11 @@ def write_charts(history: Mapping[str, Any], out_dir: str) -> list[str]:
             ax.plot([s[0] for s in series], [s[1] for s in series], linestyle=style, color="grey", alpha=0.6, zorder=1)
             for when, value, release in series:
                 big = release["id"] == promoted
-                ax.scatter(
-                    [when],
-                    [value],
-                    marker="x" if figure == "max_c" and value == 0 else marker,
-                    s=110 if big else 45,
-                    color=colour[release["id"]],
-                    edgecolors="black" if big else "none",
-                    linewidths=1.5 if big else 0,
-                    zorder=3,
-                )
+                if figure == "max_c" and value == 0:  # an unfilled marker: its colour is its edge
+                    edge: dict[str, Any] = {"marker": "x", "linewidths": 2.5 if big else 1.5}
+                else:
+                    edge = {"marker": marker, "edgecolors": "black" if big else "none", "linewidths": 1.5 if big else 0}
+                ax.scatter([when], [value], s=110 if big else 45, color=colour[release["id"]], zorder=3, **edge)
             drawn.append(line)
         for slo in history.get("slos") or []:
             if slo["metric"] == figure:
@@ -388,6 +383,8 @@ def write_charts(history: Mapping[str, Any], out_dir: str) -> list[str]:
             for slo in history.get("slos") or []
             if slo["metric"] == figure
         ]
+        if figure == "max_c" and any(run["figures"]["max_c"] is None for _release, run, _when in points):
+            handles.append(Line2D([], [], linestyle="none", marker="x", color="grey", label="no level within the SLOs"))
         ax.legend(handles=handles, fontsize=7, loc="best")
         locator = AutoDateLocator()
         ax.xaxis.set_major_locator(locator)
@@ -395,13 +392,15 @@ def write_charts(history: Mapping[str, Any], out_dir: str) -> list[str]:
         if max(times) - min(times) < datetime.timedelta(hours=1):
             middle = min(times) + (max(times) - min(times)) / 2
             ax.set_xlim(middle - datetime.timedelta(hours=1), middle + datetime.timedelta(hours=1))
-        if figure == "max_c":
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("run started (UTC)")
         ax.set_ylabel(ylabel)
         where = "" if figure == "max_c" else f" {at}"
         ax.set_title(f"{title}{where}, across releases", fontsize=10)
-        ax.set_ylim(bottom=0)
+        bottom = -0.4 if figure == "max_c" else 0  # a Max C of none is drawn at 0, seen whole
+        top = ax.get_ylim()[1]
+        ax.set_ylim(bottom=bottom, top=top + 0.1 * (top - bottom))  # room above the highest point
+        if figure == "max_c":
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         path = os.path.join(out_dir, f"history-{name}.png")

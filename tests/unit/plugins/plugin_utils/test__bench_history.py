@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench import history as _history
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.bench import summarize
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.bench.report import charts_missing
-from ansible_collections.dgxspark.cluster.tests.unit.plugins.test_bench import document, steady
+from ansible_collections.dgxspark.cluster.tests.unit.plugins.test_bench import document, noisy, steady
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CHART_FILES = [f"history-{name}.png" for name in ("ttft", "tpot", "tps_user", "output_tps", "max_c")]
@@ -192,3 +193,35 @@ def test_a_failed_gate_and_levels_in_no_common(tmp_path: pathlib.Path) -> None:
     assert history["releases"][1]["runs"][0]["figures"]["concurrency"] == 8
     assert history["releases"][2]["runs"][0]["gate_passed"] is False
     assert "gate failed" in _history.render_markdown(history)
+
+
+def test_noisy_runs_figures_are_each_runs_own_summary_at_the_reference_level(tmp_path: pathlib.Path) -> None:
+    """Runs as a cluster gives them (every request's TTFT and gap varied), a week of releases: each table cell is
+    the run's own summary at the reference level, and p50 and p90 differ."""
+    releases = []
+    for n, (ttft, gap) in enumerate([(0.21, 0.026), (0.18, 0.024), (0.35, 0.05), (0.17, 0.022)], start=1):
+        day = f"2026-12-{n + 1:02d}"
+        results = document(
+            {c: noisy(c, 40, ttft * c**0.5, gap * (1 + c / 8), 0.3, seed=n * 10 + c) for c in (1, 2, 4, 8)}
+        )
+        results["identity"]["started_at"] = f"{day}T12:00:00Z"
+        path = tmp_path / f"{day}-run" / "results.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(results))
+        state = "promoted" if n == 4 else "retired"
+        releases.append(release(n, state, f"{day}T10:00:00Z", {"bench": {"results": str(path)}}))
+    history = _history.build(releases)
+    assert history["level"] == 8
+    for entry in history["releases"]:
+        run = entry["runs"][0]
+        summary = summarize(json.loads(pathlib.Path(run["results"]).read_text()))
+        level = next(row for row in summary["levels"] if row["concurrency"] == 8)
+        assert run["figures"]["ttft_ms_p50"] == level["stats"]["ttft_ms"]["p50"]
+        assert run["figures"]["ttft_ms_p90"] == level["stats"]["ttft_ms"]["p90"] > level["stats"]["ttft_ms"]["p50"]
+        assert run["figures"]["output_tps"] == level["output_tps"]
+        assert run["figures"]["max_c"] == summary["capacity"]["max_c"]
+    assert [entry["runs"][0]["figures"]["max_c"] for entry in history["releases"]] == [4, 4, None, 4]
+    text = _history.render_markdown(history)
+    assert " | none | - |" in text  # the third: no level within the SLOs
+    if charts_missing() is None:
+        assert len(_history.write_charts(history, str(tmp_path / "charts"))) == len(CHART_FILES)
