@@ -26,7 +26,7 @@ options:
     description:
       - V(list) returns every release's summary, the promoted and previous ones and the protected images.
       - V(show) returns one release whole (O(id)).
-      - V(history) returns every release whole but for its profile's text and plan (its evidence and history):
+      - V(history) returns every release whole but for its profile's text and plan (its evidence and history) -
         what C(playbooks/releases.yml -e releases_history=DIR) draws the benchmark's history from.
       - V(record) writes O(record) as a new release; the same record again changes nothing.
       - V(promote) promotes O(id) and retires every other promoted or candidate release.
