@@ -178,6 +178,14 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def without_text(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A release whole but for its profile's text and its plan: its evidence and history with it (what the
+    benchmark's history across releases reads)."""
+    kept = {key: value for key, value in record.items() if key != "plan"}
+    kept["profile"] = {key: value for key, value in (record.get("profile") or {}).items() if key != "text"}
+    return kept
+
+
 def facts(directory: str = DEFAULT_DIRECTORY) -> dict[str, Any]:
     """What a preflight reads of the releases (node_facts' ``releases`` section): every release's summary, the
     promoted and previous ones, the protected images; ``present`` false when the directory does not exist."""

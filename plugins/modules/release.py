@@ -26,12 +26,14 @@ options:
     description:
       - V(list) returns every release's summary, the promoted and previous ones and the protected images.
       - V(show) returns one release whole (O(id)).
+      - V(history) returns every release whole but for its profile's text and plan (its evidence and history) -
+        what C(playbooks/releases.yml -e releases_history=DIR) draws the benchmark's history from.
       - V(record) writes O(record) as a new release; the same record again changes nothing.
       - V(promote) promotes O(id) and retires every other promoted or candidate release.
       - V(evidence) keeps O(evidence) in release O(id) (a benchmark run, a comparison and its verdict).
       - V(event) adds a history entry O(event) to release O(id) (for example C(served again)).
     type: str
-    choices: [list, show, record, promote, evidence, event]
+    choices: [list, show, history, record, promote, evidence, event]
     default: list
   id:
     description: The release, for V(show), V(promote), V(evidence) and V(event).
@@ -126,6 +128,11 @@ protected_images:
   description: The promoted and previous releases' image IDs, by release id; the collection never removes them.
   returned: always
   type: dict
+records:
+  description: For V(history), every release, oldest first, whole but for its profile's text and plan.
+  returned: when O(operation=history)
+  type: list
+  elements: dict
 release:
   description: The release whole, for V(show); the release written, for the other operations that change one.
   returned: when O(id) or O(record) is given
@@ -156,7 +163,7 @@ def _now() -> str:
 ARGUMENT_SPEC = {
     "operation": {
         "type": "str",
-        "choices": ["list", "show", "record", "promote", "evidence", "event"],
+        "choices": ["list", "show", "history", "record", "promote", "evidence", "event"],
         "default": "list",
     },
     "id": {"type": "str"},
@@ -242,6 +249,8 @@ def main() -> None:
     }
     if release is not None:
         result["release"] = release
+    if state == "history":
+        result["records"] = [_releases.without_text(record) for record in records]
     module.exit_json(**result)
 
 

@@ -44,7 +44,7 @@ READ_ONLY_MODULES = {
     "ansible.builtin.package_facts",
 }
 # Modules that read with some arguments only: the argument, its default and its read-only values.
-READ_ONLY_WHEN = {"dgxspark.cluster.release": ("operation", "list", {"list", "show"})}
+READ_ONLY_WHEN = {"dgxspark.cluster.release": ("operation", "list", {"list", "show", "history"})}
 COMMANDS = {"ansible.builtin.command", "ansible.builtin.shell"}
 
 DOCKER = "the Docker engine's socket (root's; the login is not in the docker group)"
@@ -62,6 +62,7 @@ NEEDS_ROOT = {
     ): f"{DOCKER}; the rank records and the boot journal (root's, 0700/0600); {RELEASES}",
     ("playbooks/recover.yml", "Read the promoted release, whole"): RELEASES,
     ("playbooks/releases.yml", "Read the releases on the head"): RELEASES,
+    ("playbooks/releases.yml", "Read every release with its evidence, for the benchmark history"): RELEASES,
     ("playbooks/rollback.yml", "Read the releases on the head"): RELEASES,
     ("playbooks/rollback.yml", "Read what the head's rank runs (its spec label)"): DOCKER,
     ("playbooks/rollback.yml", "Read the release to roll back to, whole"): RELEASES,

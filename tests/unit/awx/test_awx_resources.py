@@ -215,7 +215,11 @@ def _literal(expression: str) -> tuple[bool, Any]:
         ("bench", "playbooks/bench.yml", ("dgxspark_bench_", "dgxspark_cluster_groups")),
         ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_", "dgxspark_cluster_groups")),
         ("stop", "playbooks/stop.yml", ("stop_",)),
-        ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir", "dgxspark_cluster_groups")),
+        (
+            "releases",
+            "playbooks/releases.yml",
+            ("dgxspark_release", "boot_releases_dir", "dgxspark_cluster_groups", "releases_history"),
+        ),
         # its own variables; what the boot it imports reads is the boot role's spec
         ("rollback", "playbooks/rollback.yml", ("dgxspark_release", "boot_releases_dir")),
         (

@@ -114,6 +114,14 @@ def test_facts_and_summaries(tmp_path: Path) -> None:
     assert "text" not in json.dumps(summary)
 
 
+def test_a_release_without_its_text_keeps_its_evidence_and_history() -> None:
+    one = _releases.add_evidence({**record(1), "plan": {"ranks": []}}, "bench", {"results": "/r.json"}, "t", "op")
+    kept = _releases.without_text(one)
+    assert "plan" not in kept and kept["profile"] == {"path": "p.json", "sha256": "1" * 64}
+    assert kept["evidence"] == {"bench": {"results": "/r.json"}} and kept["history"][-1]["event"] == "evidence"
+    assert one["profile"]["text"] == "{}" and "plan" in one  # the record itself is left as it was
+
+
 def test_a_malformed_record_is_named() -> None:
     bad = {**record(1), "state": "live"}
     with pytest.raises(_releases.ReleaseError, match="state 'live' is not one of candidate, promoted, retired"):
