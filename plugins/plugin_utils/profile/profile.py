@@ -284,19 +284,29 @@ def check_shape(data: Mapping[str, Any], name: str, out: Collector) -> None:
         )
 
 
+# What vLLM's engine takes of the GPU's memory when --gpu-memory-utilization is not given (its CacheConfig default).
+VLLM_DEFAULT_GMU = 0.9
+
+
 def check_gmu_against_memory_limit(
     sizing: Mapping[str, Any], budget: Mapping[str, Any], limit: float | None, where: str, out: Collector
 ) -> None:
     """gpu_memory_utilization x usable memory against --memory when the shape has no memory.usable_gib (the budget's
-    own check covers it when it has): a GB10's usable memory is seed 002 section 4.2's 121 GiB."""
+    own check covers it when it has): a GB10's usable memory is seed 002 section 4.2's 121 GiB. A shape that states
+    no gpu_memory_utilization and no KV cache in bytes runs at vLLM's default (:data:`VLLM_DEFAULT_GMU`), which is
+    held to the limit the same way; with the KV cache in bytes, vLLM sizes it by those bytes, not by the share."""
     gmu = sizing.get("gpu_memory_utilization")
+    stated = gmu is not None
+    if not stated and sizing.get("kv_cache_memory_bytes") is None:
+        gmu = VLLM_DEFAULT_GMU
     if gmu is None or limit is None or budget.get("budget_gib") is not None:
         return
     total = gmu * USABLE_GIB
     if total > limit:
+        share = f"gpu_memory_utilization {gmu:g}" if stated else f"vLLM's default gpu_memory_utilization {gmu:g}"
         out.error(
-            f"{where}.sizing.gpu_memory_utilization",
-            f"vLLM may use {total:.2f} GiB (gpu_memory_utilization {gmu:g} x the {USABLE_GIB} GiB of a GB10, seed 002 "
+            f"{where}.sizing" + (".gpu_memory_utilization" if stated else ""),
+            f"vLLM may use {total:.2f} GiB ({share} x the {USABLE_GIB} GiB of a GB10, seed 002 "
             f"section 4.2), more than the container's --memory limit of {limit:g} GiB: the rank is OOM-killed while "
             "it allocates its KV cache",
             found=gmu,

@@ -879,3 +879,32 @@ def test_the_plan_renders_each_shape_its_own_seeds_cpu_rule() -> None:
     for nodes, transport in ((3, "oneshot-direct"), (4, "oneshot-ring4")):
         assert "NCCL_IGNORE_CPU_AFFINITY" not in nccl_environment(nodes, {"transport": transport})
     assert nccl_environment(8, {"transport": "switch"})["NCCL_IGNORE_CPU_AFFINITY"] == "1"
+
+
+def _with_memory(limit: str) -> list[str]:
+    """Seed 000's docker run options with --memory and --memory-swap at ``limit``."""
+    return [
+        f"{arg.split('=')[0]}={limit}" if arg.startswith(("--memory=", "--memory-swap=")) else arg
+        for arg in SEED000_ARGS
+    ]
+
+
+@pytest.mark.parametrize(
+    "limit,sized,fails",
+    [("100g", False, True), ("112g", False, False), ("16g", True, False)],
+    ids=["default share over 100g", "default share within 112g", "KV in bytes under 16g"],
+)
+def test_an_unstated_gpu_memory_utilization_is_vllms_default_held_to_the_memory_limit(
+    limit: str, sized: bool, fails: bool
+) -> None:
+    """No gpu_memory_utilization and no KV cache in bytes: vLLM takes its default 0.9 of a GB10's 121 GiB (108.9
+    GiB), held to --memory like a stated share; with the KV cache in bytes, vLLM sizes by the bytes and the share
+    is not judged."""
+    edits: dict[str, Any] = {"container/docker_run_args": _with_memory(limit)}
+    if not sized:
+        edits[f"{TP3}/sizing/kv_cache_memory_bytes"] = DELETE
+    errors, _warnings = outcome(edited(read(SEED000), edits))
+    said = [e for e in errors if "vLLM's default gpu_memory_utilization 0.9" in e]
+    assert bool(said) is fails, errors
+    if fails:
+        assert "108.90 GiB" in said[0] and "--memory limit of 100 GiB" in said[0], said
