@@ -126,6 +126,9 @@ def memguard_facts(
         "updated_utc": None,
         "state_age_s": None,
         "last_sample": None,
+        "mem_available_min": None,
+        "last_decision": None,
+        "floor_bytes": None,
         "tripped": None,
         "health": None,
         "peers": None,
@@ -146,6 +149,12 @@ def memguard_facts(
             updated_utc=utc_iso(updated),
             state_age_s=age,
             last_sample=state.get("last_sample"),
+            # status.yml's: the lowest MemAvailable since the boot's load began, the last decision, the floor
+            mem_available_min=state.get("mem_available_min") if isinstance(state.get("mem_available_min"), dict) else None,
+            last_decision=state.get("last_decision") if isinstance(state.get("last_decision"), dict) else None,
+            floor_bytes=(state.get("phase_settings") or {}).get("floor_bytes")
+            if isinstance(state.get("phase_settings"), dict)
+            else None,
             health=_health(state.get("health")),
             peers=_peers(state.get("peers")),
         )
