@@ -26,10 +26,15 @@ def status_report(
     answers: Any, hosts: Any, head: Any, endpoint: Any = "", bench_dir: Any = "", floor_margin: Any = 0.25
 ) -> dict[str, Any]:
     name = "dgxspark.cluster.status_report"
-    if not isinstance(answers, Mapping):
-        raise AnsibleFilterError(f"{name}: needs node_facts' answers by host (a dict), found {type(answers).__name__}")
     if isinstance(hosts, str) or not isinstance(hosts, Sequence) or not hosts:
         raise AnsibleFilterError(f"{name}: hosts must be a non-empty list of inventory names, found {hosts!r}")
+    if isinstance(answers, Sequence) and not isinstance(answers, str) and len(answers) == len(hosts):
+        answers = dict(zip([str(h) for h in hosts], answers))  # in the order of hosts
+    if not isinstance(answers, Mapping):
+        raise AnsibleFilterError(
+            f"{name}: needs node_facts' answers by host (a dict), or one per host in their order (a list), "
+            f"found {type(answers).__name__}"
+        )
     try:
         margin = float(floor_margin)
         bench = _bench_section(
