@@ -113,12 +113,19 @@ def main() -> int:
     for kind, found in figures.items():
         print(f"{kind:<16} median {found['median_s']:.2f} s  runs {', '.join(f'{t:.2f}' for t in found['runs_s'])}")
     for kind, ratio in ratios.items():
-        print(f"{kind + ' / ping':<23} {ratio:.2f}" + (f"  (target <= {TARGET}: {verdict})" if kind == "status" else ""))
+        print(
+            f"{kind + ' / ping':<23} {ratio:.2f}" + (f"  (target <= {TARGET}: {verdict})" if kind == "status" else "")
+        )
     for failure in failures:
         print(f"FAILED {failure}", file=sys.stderr)
     if args.json:
-        args.json.write_text(json.dumps({"figures": figures, "ratios": ratios, "target": TARGET,
-                                         "rounds": args.rounds, "failures": failures}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {"figures": figures, "ratios": ratios, "target": TARGET, "rounds": args.rounds, "failures": failures},
+                indent=2,
+            )
+            + "\n"
+        )
     return 1 if failures else 0
 
 

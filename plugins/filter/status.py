@@ -29,7 +29,7 @@ def status_report(
     if isinstance(hosts, str) or not isinstance(hosts, Sequence) or not hosts:
         raise AnsibleFilterError(f"{name}: hosts must be a non-empty list of inventory names, found {hosts!r}")
     if isinstance(answers, Sequence) and not isinstance(answers, str) and len(answers) == len(hosts):
-        answers = dict(zip([str(h) for h in hosts], answers))  # in the order of hosts
+        answers = dict(zip([str(h) for h in hosts], answers, strict=True))  # in the order of hosts
     if not isinstance(answers, Mapping):
         raise AnsibleFilterError(
             f"{name}: needs node_facts' answers by host (a dict), or one per host in their order (a list), "
@@ -40,8 +40,9 @@ def status_report(
         bench = _bench_section(
             str(bench_dir or "") or None, _promoted_results(answers, str(head)), _summarize, _load_results
         )
-        return _status(answers, [str(h) for h in hosts], str(head), time.time(), str(endpoint or "") or None, bench,
-                       margin)
+        return _status(
+            answers, [str(h) for h in hosts], str(head), time.time(), str(endpoint or "") or None, bench, margin
+        )
     except (ValueError, TypeError) as error:
         raise AnsibleFilterError(f"{name}: {error}") from None
 

@@ -26,8 +26,15 @@ def api_facts(
     """``url`` (the base, such as http://127.0.0.1:8000), ``answered`` (HTTP 200 on /v1/models), ``status``,
     ``models`` (their ids), ``seconds``, ``error`` and ``smoke`` (null unless asked: ``ok``, ``ttft``, ``e2e``,
     ``output_tokens``, ``error``). Never raises: what went wrong is ``error``."""
-    facts: dict[str, Any] = {"url": url, "answered": False, "status": None, "models": [], "seconds": None,
-                             "error": None, "smoke": None}
+    facts: dict[str, Any] = {
+        "url": url,
+        "answered": False,
+        "status": None,
+        "models": [],
+        "seconds": None,
+        "error": None,
+        "smoke": None,
+    }
     if not url:
         facts["error"] = "no API URL given"
         return facts

@@ -150,11 +150,9 @@ def memguard_facts(
             state_age_s=age,
             last_sample=state.get("last_sample"),
             # status.yml's: the lowest MemAvailable since the boot's load began, the last decision, the floor
-            mem_available_min=state.get("mem_available_min") if isinstance(state.get("mem_available_min"), dict) else None,
-            last_decision=state.get("last_decision") if isinstance(state.get("last_decision"), dict) else None,
-            floor_bytes=(state.get("phase_settings") or {}).get("floor_bytes")
-            if isinstance(state.get("phase_settings"), dict)
-            else None,
+            mem_available_min=_mapping(state.get("mem_available_min")),
+            last_decision=_mapping(state.get("last_decision")),
+            floor_bytes=(_mapping(state.get("phase_settings")) or {}).get("floor_bytes"),
             health=_health(state.get("health")),
             peers=_peers(state.get("peers")),
         )
@@ -176,6 +174,10 @@ def memguard_facts(
             "samples": samples,
         }
     return facts
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def _health(health: Any) -> dict[str, Any] | None:

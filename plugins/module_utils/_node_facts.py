@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Sequence
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._api_status import api_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import (
     DEFAULT_DOCKER_HOST,
     DockerEngine,
@@ -31,7 +32,6 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine im
     socket_path,
 )
 from ansible_collections.dgxspark.cluster.plugins.module_utils._files import files_facts, secret_files_facts
-from ansible_collections.dgxspark.cluster.plugins.module_utils._api_status import api_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._gpu_clocks import judge_clock_latch
 from ansible_collections.dgxspark.cluster.plugins.module_utils._hostfs import HostFiles, Problem, problem
 from ansible_collections.dgxspark.cluster.plugins.module_utils._journal import DEFAULT_PATH as DEFAULT_JOURNAL_PATH

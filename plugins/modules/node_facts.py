@@ -216,7 +216,8 @@ options:
     type: str
     version_added: 0.2.0
   api_key_file:
-    description: A file on the node holding the API's key, sent as C(Authorization) (Bearer); read there, never returned.
+    description:
+      - A file on the node holding the API's key, sent as C(Authorization) (Bearer); read there, never returned.
     type: path
     version_added: 0.2.0
   api_ca_file:
@@ -513,7 +514,8 @@ node:
         - >-
           The collection's rank containers on the node, found by their C(dgxspark.cluster.rank) label whatever the
           profile says: C(containers), a record each (C(name), C(id), C(image), C(image_id), C(rank), C(shape),
-          C(spec_sha256), C(running), C(status), C(exit_code), C(oom_killed), C(restart_count), C(started_at), C(finished_at),
+          C(spec_sha256), C(running), C(status), C(exit_code), C(oom_killed), C(restart_count), C(started_at),
+          C(finished_at),
           C(log_tail) with the last O(rank_log_lines) lines); C(records), the newest record a stop or a boot's
           undo saved in O(rank_records_dir) for each rank name (the same keys, and its C(path)), newest first;
           C(problems) (record files that could not be read); C(error) (why the Docker engine could not be asked).

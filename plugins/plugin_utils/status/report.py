@@ -30,7 +30,7 @@ def _epoch(text: Any) -> float | None:
         return None
     whole, _dot, fraction = text.rstrip("Z").partition(".")
     try:
-        moment = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.timezone.utc)
+        moment = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.UTC)
     except ValueError:
         return None
     digits = "".join(ch for ch in fraction if ch.isdigit())[:6]
@@ -109,7 +109,9 @@ def _guard(host: str, node: Mapping[str, Any], margin: float) -> tuple[dict[str,
     tripped = guard.get("tripped") or None
     now_bytes, floor = last.get("mem_available"), guard.get("floor_bytes")
     close = (
-        isinstance(now_bytes, (int, float)) and isinstance(floor, (int, float)) and floor > 0
+        isinstance(now_bytes, (int, float))
+        and isinstance(floor, (int, float))
+        and floor > 0
         and now_bytes < floor * (1 + margin)
     )
     entry = {
@@ -118,8 +120,12 @@ def _guard(host: str, node: Mapping[str, Any], margin: float) -> tuple[dict[str,
         "running": guard.get("running"),
         "phase": guard.get("phase"),
         "trips": guard.get("trips"),
-        "tripped": None if not tripped else {
-            "time_utc": tripped.get("time_utc"), "reason": tripped.get("reason"), "from_peer": tripped.get("from_peer")
+        "tripped": None
+        if not tripped
+        else {
+            "time_utc": tripped.get("time_utc"),
+            "reason": tripped.get("reason"),
+            "from_peer": tripped.get("from_peer"),
         },
         "last_decision": guard.get("last_decision"),
         "mem_available_bytes": now_bytes,
@@ -276,9 +282,7 @@ def headline(summary: Mapping[str, Any], path: str) -> dict[str, Any]:
     }
 
 
-def bench_section(
-    bench_dir: str | None, promoted_results: str | None, summarize: Any, load: Any
-) -> dict[str, Any]:
+def bench_section(bench_dir: str | None, promoted_results: str | None, summarize: Any, load: Any) -> dict[str, Any]:
     """The last run under ``bench_dir`` and the promoted release's run (its kept ``results.json``), each as its
     :func:`headline`; ``summarize``/``load`` are the bench's own (plugin_utils.bench.bench)."""
 
@@ -347,7 +351,7 @@ def status(
     release = _serving((head_node or {}).get("releases") or {}, ranks, specs)
     return {
         "format": FORMAT,
-        "at": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "at": dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "cluster": {"head": head, "hosts": list(hosts), "nodes": nodes},
         "release": {k: v for k, v in release.items() if k not in ("bench", "promoted_bench")},
         "ranks": ranks,
@@ -403,26 +407,37 @@ def lines(document: Mapping[str, Any]) -> list[str]:
     if release.get("id"):
         out.append(
             f"release: {release['id']} ({release.get('state')}), {release.get('created')} by {release.get('by')}; "
-            f"profile {release.get('profile')} ({str(release.get('profile_sha256'))[:12]}), shape {release.get('shape')}, "
+            f"profile {release.get('profile')} ({str(release.get('profile_sha256'))[:12]}), "
+            f"shape {release.get('shape')}, "
             f"image {release.get('image')}" + (f" - {release['note']}" if release.get("note") else "")
         )
     else:
         out.append(f"release: none - {release.get('note')}")
     out.append("ranks:")
     for rank in document["ranks"]:
-        state = f"{rank['status']} {_duration(rank['uptime_s'])}" if rank["running"] else (
-            f"{rank['status']} (exit {rank['exit_code']}{', OOM-killed' if rank['oom_killed'] else ''}, "
-            f"finished {rank['finished_at']})"
+        state = (
+            f"{rank['status']} {_duration(rank['uptime_s'])}"
+            if rank["running"]
+            else (
+                f"{rank['status']} (exit {rank['exit_code']}{', OOM-killed' if rank['oom_killed'] else ''}, "
+                f"finished {rank['finished_at']})"
+            )
         )
-        extra = f", last removed exit {rank['last_removed_exit_code']}" if rank["last_removed_exit_code"] is not None else ""
-        out.append(
-            f"  {rank['host']}: rank {rank['rank']} {rank['name']} {state}, restarts {rank['restarts']}{extra}"
+        extra = (
+            f", last removed exit {rank['last_removed_exit_code']}"
+            if rank["last_removed_exit_code"] is not None
+            else ""
         )
+        out.append(f"  {rank['host']}: rank {rank['rank']} {rank['name']} {state}, restarts {rank['restarts']}{extra}")
         out += [f"    | {line}" for line in rank["log_tail"]]
     smoke = api.get("smoke")
     out.append(
         f"API: {api.get('endpoint')} - "
-        + (f"answers, models {', '.join(api['models'])} ({api['seconds']} s)" if api["answered"] else f"DOWN: {api['error']}")
+        + (
+            f"answers, models {', '.join(api['models'])} ({api['seconds']} s)"
+            if api["answered"]
+            else f"DOWN: {api['error']}"
+        )
         + (
             ""
             if smoke is None
@@ -448,7 +463,8 @@ def lines(document: Mapping[str, Any]) -> list[str]:
             continue
         for device in gpu["devices"]:
             out.append(
-                f"  {gpu['host']} GPU {device['index']} {device['name']}: SM {device['sm_mhz']}/{device['max_sm_mhz']} MHz, "
+                f"  {gpu['host']} GPU {device['index']} {device['name']}: "
+                f"SM {device['sm_mhz']}/{device['max_sm_mhz']} MHz, "
                 f"{device['temperature_c']} C, {device['utilization_pct']} % busy; clock latch: {device['verdict']}"
             )
     out.append("weights' disk:")

@@ -17,7 +17,9 @@ HOSTS = ("sim3-head", "sim3-worker1", "sim3-worker2")
 JSON_TASK = "The status as one JSON document"
 # where the collection and this playbook's modules could write on a node (the guard's own state, the engines' logs
 # and Docker's files are the running services', not the status's)
-WATCHED = "/etc /var/lib/dgxspark-cluster /var/log/dgxspark-cluster /var/cache /var/lib/dgxspark-memguard /root /opt /usr"
+WATCHED = (
+    "/etc /var/lib/dgxspark-cluster /var/log/dgxspark-cluster /var/cache /var/lib/dgxspark-memguard /root /opt /usr"
+)
 
 
 def playbook(*args: str, env: dict | None = None):

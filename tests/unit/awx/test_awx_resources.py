@@ -220,8 +220,16 @@ def _literal(expression: str) -> tuple[bool, Any]:
         (
             "status",
             "playbooks/status.yml",
-            ("status_logs", "status_smoke", "status_format", "status_floor_margin", "dgxspark_bench_dir",
-             "dgxspark_cluster_groups", "boot_releases_dir", "boot_rank_records"),
+            (
+                "status_logs",
+                "status_smoke",
+                "status_format",
+                "status_floor_margin",
+                "dgxspark_bench_dir",
+                "dgxspark_cluster_groups",
+                "boot_releases_dir",
+                "boot_rank_records",
+            ),
         ),
         ("releases", "playbooks/releases.yml", ("dgxspark_release", "boot_releases_dir", "dgxspark_cluster_groups")),
         # its own variables; what the boot it imports reads is the boot role's spec

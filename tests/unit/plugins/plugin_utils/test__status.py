@@ -42,8 +42,13 @@ def h100_loaded_devices() -> list[list[dict[str, Any]]]:
 
 def gpu_section(devices: list[dict[str, Any]]) -> dict[str, Any]:
     """node_facts' gpu section for one query (as _node_facts.gpu builds it)."""
-    return {"present": True, "error": None, "count": len(devices), "devices": devices,
-            "clock_latch": judge_clock_latch([devices])}
+    return {
+        "present": True,
+        "error": None,
+        "count": len(devices),
+        "devices": devices,
+        "clock_latch": judge_clock_latch([devices]),
+    }
 
 
 def answer(host: str, *, running: bool = True, gpu: dict | None = None, guard: dict | None = None) -> dict[str, Any]:
@@ -79,27 +84,59 @@ def answer(host: str, *, running: bool = True, gpu: dict | None = None, guard: d
             "last_sample": {"t": NOW, "mem_available": 40 * GIB},
             "floor_bytes": 3 * GIB,
             "mem_available_min": {"bytes": 20 * GIB, "t": NOW - 100, "since": NOW - 3600},
-            "last_decision": {"decision": "phase", "time": NOW - 3000, "phase": "steady", "reason": "startup -> steady"},
+            "last_decision": {
+                "decision": "phase",
+                "time": NOW - 3000,
+                "phase": "steady",
+                "reason": "startup -> steady",
+            },
         },
         "gpu": gpu or h100_idle_gpu(),
-        "disk": {"path": "/data/models", "checked_path": "/data/models", "available_bytes": 500 * GIB,
-                 "total_bytes": 3700 * GIB},
+        "disk": {
+            "path": "/data/models",
+            "checked_path": "/data/models",
+            "available_bytes": 500 * GIB,
+            "total_bytes": 3700 * GIB,
+        },
     }
     if host == HEAD:
         node["releases"] = {
             "promoted": "r2",
             "releases": [
-                {"id": "r1", "state": "retired", "created": "2026-12-01T00:00:00Z", "by": "alice",
-                 "spec_sha256": {h: f"old-{h}" for h in HOSTS}, "profile_path": "p.json", "shape": "tp3-triangle",
-                 "image": "vllm:old", "bench": None},
-                {"id": "r2", "state": "promoted", "created": "2026-12-05T00:00:00Z", "by": "bob (AWX)",
-                 "spec_sha256": {h: f"spec-{h}" for h in HOSTS}, "profile_path": "/inv/serving-profile.json",
-                 "profile_sha256": "abcdef0123456789", "shape": "tp3-triangle", "image": "vllm:v0.20",
-                 "bench": None},
+                {
+                    "id": "r1",
+                    "state": "retired",
+                    "created": "2026-12-01T00:00:00Z",
+                    "by": "alice",
+                    "spec_sha256": {h: f"old-{h}" for h in HOSTS},
+                    "profile_path": "p.json",
+                    "shape": "tp3-triangle",
+                    "image": "vllm:old",
+                    "bench": None,
+                },
+                {
+                    "id": "r2",
+                    "state": "promoted",
+                    "created": "2026-12-05T00:00:00Z",
+                    "by": "bob (AWX)",
+                    "spec_sha256": {h: f"spec-{h}" for h in HOSTS},
+                    "profile_path": "/inv/serving-profile.json",
+                    "profile_sha256": "abcdef0123456789",
+                    "shape": "tp3-triangle",
+                    "image": "vllm:v0.20",
+                    "bench": None,
+                },
             ],
         }
-        node["api"] = {"url": "http://127.0.0.1:8000", "answered": True, "status": 200, "models": ["m"],
-                       "seconds": 0.004, "error": None, "smoke": None}
+        node["api"] = {
+            "url": "http://127.0.0.1:8000",
+            "answered": True,
+            "status": 200,
+            "models": ["m"],
+            "seconds": 0.004,
+            "error": None,
+            "smoke": None,
+        }
     return {"changed": False, "node": node}
 
 
@@ -122,13 +159,18 @@ def test_a_healthy_cluster_is_ok_with_every_section() -> None:
     assert doc["api"]["answered"] and doc["api"]["endpoint"] == "http://192.0.2.10:8000/v1"
     guard = doc["guards"][1]
     assert (guard["mem_available_bytes"], guard["floor_bytes"], guard["mem_available_min_bytes"]) == (
-        40 * GIB, 3 * GIB, 20 * GIB
+        40 * GIB,
+        3 * GIB,
+        20 * GIB,
     )
     assert guard["close_to_floor"] is False and guard["last_decision"]["decision"] == "phase"
     # the real H100, idle: its clocks shown, the latch not judged (an idle clock says nothing)
     (device,) = doc["gpus"][0]["devices"]
     assert (device["name"], device["sm_mhz"], device["max_sm_mhz"], device["temperature_c"]) == (
-        "NVIDIA H100 80GB HBM3", 345, 1980, 38
+        "NVIDIA H100 80GB HBM3",
+        345,
+        1980,
+        38,
     )
     assert device["verdict"] == "not_judged" and doc["gpus"][0]["clock_latch"] == "not_judged"
     assert doc["disks"][0]["available_bytes"] == 500 * GIB
@@ -165,8 +207,10 @@ def test_a_real_h100_under_load_passes_and_a_latched_clock_degrades() -> None:
 
 def test_the_monitor_s_real_verdicts_are_what_status_shows() -> None:
     """bench_monitor's verdict over its samples, idle and loaded, matches the check status runs on one sample."""
-    for name, verdict in (("bench-monitor.h100-80gb-hbm3.idle.json", "not_judged"),
-                          ("bench-monitor.h100-80gb-hbm3.bf16-matmul-load.json", "pass")):
+    for name, verdict in (
+        ("bench-monitor.h100-80gb-hbm3.idle.json", "not_judged"),
+        ("bench-monitor.h100-80gb-hbm3.bf16-matmul-load.json", "pass"),
+    ):
         monitor = sample(name)
         assert monitor["clock_latch"]["verdict"] == verdict
         last = [devices for _t, devices in monitor["gpu"]][-1]
@@ -177,8 +221,15 @@ def test_a_rank_gone_a_node_unreachable_and_the_api_down_degrade() -> None:
     answers = healthy()
     answers["sim3-worker2"] = answer("sim3-worker2", running=False)
     answers["sim3-worker1"] = {"unreachable": True, "msg": "ssh: connect to host timed out"}
-    answers[HEAD]["node"]["api"] = {"url": "http://127.0.0.1:8000", "answered": False, "status": None, "models": [],
-                                    "seconds": 0.001, "error": "[Errno 111] Connection refused", "smoke": None}
+    answers[HEAD]["node"]["api"] = {
+        "url": "http://127.0.0.1:8000",
+        "answered": False,
+        "status": None,
+        "models": [],
+        "seconds": 0.001,
+        "error": "[Errno 111] Connection refused",
+        "smoke": None,
+    }
     doc = judge(answers)
     assert doc["degraded"] == [
         "sim3-worker1: did not answer (unreachable: ssh: connect to host timed out)",
@@ -197,8 +248,13 @@ def test_a_rank_gone_a_node_unreachable_and_the_api_down_degrade() -> None:
 def test_no_rank_container_and_a_failed_smoke_degrade() -> None:
     answers = healthy()
     answers["sim3-worker2"]["node"]["ranks"]["containers"] = []
-    answers[HEAD]["node"]["api"]["smoke"] = {"ok": False, "ttft": None, "e2e": None, "output_tokens": None,
-                                             "error": "HTTP 500"}
+    answers[HEAD]["node"]["api"]["smoke"] = {
+        "ok": False,
+        "ttft": None,
+        "e2e": None,
+        "output_tokens": None,
+        "error": "HTTP 500",
+    }
     doc = judge(answers)
     assert doc["degraded"] == ["sim3-worker2: no rank container", "API smoke failed: HTTP 500"]
 
@@ -206,8 +262,9 @@ def test_no_rank_container_and_a_failed_smoke_degrade() -> None:
 def test_a_tripped_guard_one_close_to_its_floor_and_one_not_running_degrade() -> None:
     answers = healthy()
     tripped = copy.deepcopy(answers["sim3-worker1"]["node"]["memguard"])
-    tripped.update(trips=1, tripped={"time_utc": "2026-12-07T03:00:00Z", "reason": "a trip by hand (test)",
-                                     "from_peer": None})
+    tripped.update(
+        trips=1, tripped={"time_utc": "2026-12-07T03:00:00Z", "reason": "a trip by hand (test)", "from_peer": None}
+    )
     answers["sim3-worker1"]["node"]["memguard"] = tripped
     close = answers["sim3-worker2"]["node"]["memguard"]
     close["last_sample"] = {"t": NOW, "mem_available": int(3.5 * GIB)}  # under 3 GiB x 1.25
@@ -257,7 +314,9 @@ def test_the_last_run_against_the_promoted_release_s_run(tmp_path: pathlib.Path)
     assert level["tpot_mean_ms"] == pytest.approx(20.0)
     text = "\n".join(report.lines(judge(healthy(), bench)))
     assert "last run: 20261207T000000Z-spark3 (2026-11-20T10:00:00Z), gate passed, Max C 1" in text
-    assert "promoted release's run: 20261201T000000Z-spark3 (2026-11-20T10:00:00Z), gate passed, Max C 4 (or more)" in text
+    assert (
+        "promoted release's run: 20261201T000000Z-spark3 (2026-11-20T10:00:00Z), gate passed, Max C 4 (or more)" in text
+    )
     assert "C=1: TTFT p90 200.0 ms, TPOT 20.0 ms" in text
     assert "Max C: 4 (promoted) -> 1 (last)" in text
 
