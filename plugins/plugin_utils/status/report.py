@@ -467,7 +467,7 @@ def lines(document: Mapping[str, Any]) -> list[str]:
                 f"SM {device['sm_mhz']}/{device['max_sm_mhz']} MHz, "
                 f"{device['temperature_c']} C, {device['utilization_pct']} % busy; clock latch: {device['verdict']}"
             )
-    out.append("weights' disk:")
+    out.append("disk of the weights:")
     for disk in document["disks"]:
         out.append(
             f"  {disk['host']}: {disk.get('path') or '(no weights path)'}: {_gib(disk.get('available_bytes'))} free "
@@ -478,9 +478,9 @@ def lines(document: Mapping[str, Any]) -> list[str]:
     if bench:
         out += _bench_line("last run", bench.get("last"))
         if bench.get("last_is_promoted"):
-            out.append("  the promoted release's run is the last run")
+            out.append("  the promoted release run is the last run")
         else:
-            out += _bench_line("promoted release's run", bench.get("promoted"))
+            out += _bench_line("promoted release run", bench.get("promoted"))
         change = bench.get("max_c_change")
         if change:
             out.append(f"  Max C: {change['max_c'][0]} (promoted) -> {change['max_c'][1]} (last)")

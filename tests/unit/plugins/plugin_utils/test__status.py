@@ -315,7 +315,7 @@ def test_the_last_run_against_the_promoted_release_s_run(tmp_path: pathlib.Path)
     text = "\n".join(report.lines(judge(healthy(), bench)))
     assert "last run: 20261207T000000Z-spark3 (2026-11-20T10:00:00Z), gate passed, Max C 1" in text
     assert (
-        "promoted release's run: 20261201T000000Z-spark3 (2026-11-20T10:00:00Z), gate passed, Max C 4 (or more)" in text
+        "promoted release run: 20261201T000000Z-spark3 (2026-11-20T10:00:00Z), gate passed, Max C 4 (or more)" in text
     )
     assert "C=1: TTFT p90 200.0 ms, TPOT 20.0 ms" in text
     assert "Max C: 4 (promoted) -> 1 (last)" in text
