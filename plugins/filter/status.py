@@ -16,6 +16,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils._lazy import lazy
 # imported when first called (plugin_utils/_lazy.py says why)
 _status = lazy("plugin_utils.status.report", "status")
 _lines = lazy("plugin_utils.status.report", "lines")
+FORMATS = ("text", "json")
 _bench_section = lazy("plugin_utils.status.report", "bench_section")
 _promoted_results = lazy("plugin_utils.status.report", "promoted_results")
 _summarize = lazy("plugin_utils.bench.bench", "summarize")
@@ -47,13 +48,16 @@ def status_report(
         raise AnsibleFilterError(f"{name}: {error}") from None
 
 
-def status_lines(document: Any) -> list[str]:
+def status_screen(document: Any, status_format: Any = "text") -> Any:
+    name = "dgxspark.cluster.status_screen"
+    if status_format not in FORMATS:
+        raise AnsibleFilterError(f"{name}: status_format is text or json, found {status_format!r}")
     try:
-        return _lines(document)
-    except (KeyError, TypeError, AttributeError) as error:
-        raise AnsibleFilterError(f"dgxspark.cluster.status_lines: needs status_report's document: {error}") from None
+        return _lines(document) if status_format == "text" else dict(document)
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise AnsibleFilterError(f"{name}: needs status_report's document: {error}") from None
 
 
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"status_report": status_report, "status_lines": status_lines}
+        return {"status_report": status_report, "status_screen": status_screen}

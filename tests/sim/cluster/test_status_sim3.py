@@ -14,7 +14,9 @@ import time
 from simcluster import REPO, ansible_on, guard_phase, node_sh, rank_containers
 
 HOSTS = ("sim3-head", "sim3-worker1", "sim3-worker2")
-JSON_TASK = "The status as one JSON document"
+JSON_TASK = (
+    "Say the status (as one JSON document with status_format=json); fail when degraded, so that a schedule alerts"
+)
 # where the collection and this playbook's modules could write on a node (the guard's own state, the engines' logs
 # and Docker's files are the running services', not the status's)
 WATCHED = (

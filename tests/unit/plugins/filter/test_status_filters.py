@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.cluster.plugins.filter.status import status_lines, status_report
+from ansible_collections.dgxspark.cluster.plugins.filter.status import status_report, status_screen
 from ansible_collections.dgxspark.cluster.tests.unit.plugins.plugin_utils.test__status import HEAD, HOSTS, healthy
 
 
@@ -18,7 +18,8 @@ def test_answers_by_host_or_in_the_hosts_order_give_the_same_status(tmp_path) ->
     by_host.pop("at"), in_order.pop("at")
     assert by_host == in_order and by_host["ok"] is True
     assert by_host["bench"]["last"] is None  # no run kept yet
-    assert status_lines(in_order | {"at": "now"})[0] == "status: OK - 3 nodes, head sim3-head, at now"
+    assert status_screen(in_order | {"at": "now"})[0] == "status: OK - 3 nodes, head sim3-head, at now"
+    assert status_screen(in_order, "json") == in_order
 
 
 def test_what_the_filters_refuse() -> None:
@@ -28,5 +29,7 @@ def test_what_the_filters_refuse() -> None:
         status_report([{}], HOSTS, HEAD)
     with pytest.raises(AnsibleFilterError, match="floor_margin must be 0 or more"):
         status_report(healthy(), HOSTS, HEAD, floor_margin=-0.5)
+    with pytest.raises(AnsibleFilterError, match="status_format is text or json, found 'yaml'"):
+        status_screen({"ok": True}, "yaml")
     with pytest.raises(AnsibleFilterError, match="needs status_report's document"):
-        status_lines({"ok": True})
+        status_screen({"ok": True})
