@@ -62,6 +62,10 @@ NEEDS_ROOT = {
     ): f"{DOCKER}; the rank records and the boot journal (root's, 0700/0600); {RELEASES}",
     ("playbooks/recover.yml", "Read the promoted release, whole"): RELEASES,
     ("playbooks/releases.yml", "Read the releases on the head"): RELEASES,
+    (
+        "playbooks/status.yml",
+        "Read each node's ranks, guard, GPUs and weights' disk; the head's releases and API (one round trip each)",
+    ): f"{DOCKER}; the rank records (root's, 0700); {RELEASES}; the API key file (root's, 0600) when the API has one",
     ("playbooks/rollback.yml", "Read the releases on the head"): RELEASES,
     ("playbooks/rollback.yml", "Read what the head's rank runs (its spec label)"): DOCKER,
     ("playbooks/rollback.yml", "Read the release to roll back to, whole"): RELEASES,
