@@ -68,7 +68,7 @@ def measure(rounds: int) -> dict[str, dict]:
     failures: list[str] = []
     for kind in KINDS:  # warm-up: SSH masters (ControlPersist), the collection's plugins read once
         ansible(kind)
-    for _ in range(rounds):
+    for _round in range(rounds):
         for kind in KINDS:
             seconds, proc = ansible(kind)
             times[kind].append(seconds)
@@ -81,7 +81,7 @@ def measure(rounds: int) -> dict[str, dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--up", action="store_true", help="bring sim3 up (and boot it) when it is not")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")

@@ -461,7 +461,7 @@ node:
           when it has none; null without a state file), C(pid), C(phase), C(startup_overdue) (the last load's
           startup phase ran over its wait), C(startup_seconds) (how long it ran), C(trips), C(updated_utc),
           C(state_age_s), C(last_sample), C(mem_available_min) (the lowest MemAvailable since the last load's startup
-          phase began or, before any, since the guard started: C(bytes), C(t), C(since); null from an older guard),
+          phase began or, before any, since the guard started - C(bytes), C(t), C(since); null from an older guard),
           C(last_decision) (C(decision), C(time), C(phase), C(reason); null before any), C(floor_bytes) (the
           current phase's floor; null in idle), C(health) (the guard's own C(ok), C(problems),
           C(write_errors), C(watchdog_s), C(stale_after_s), C(started); null from a guard that writes none),
