@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Sequence
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._api_status import api_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import (
     DEFAULT_DOCKER_HOST,
     DockerEngine,
@@ -99,11 +100,12 @@ SECTIONS: tuple[str, ...] = (
     "secrets",
     "ranks",
     "journal",
+    "api",
 )
 # What a plain call gathers: the memory guard, the sockets, the files, the releases, the weights' manifest, the
 # secrets' files, the rank containers' records and the boot's journal are asked for by name (a boot's preflight, a
-# recovery).
-DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-8]
+# recovery); the API on the head, by status.yml.
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-9]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
 # where a stop or a boot's undo keeps the records of the ranks it removed (the boot role's boot_rank_records)
 DEFAULT_RANK_RECORDS_DIR = "/var/log/dgxspark-cluster/ranks"
@@ -190,6 +192,12 @@ class Options:
     """How many of each rank container's last log lines ``ranks`` returns."""
     journal_path: str = DEFAULT_JOURNAL_PATH
     """The boot's journal on the node (``journal``): a boot that did not finish left it."""
+    api_url: str | None = None
+    """The OpenAI API's base URL as this node reaches it (``api``: the head, over loopback)."""
+    api_key_file: str | None = None
+    api_ca_file: str | None = None
+    api_smoke: bool = False
+    """``api``: one streamed completion of one token after ``/v1/models``."""
 
 
 def ip_addr_argv(ip: str) -> list[str]:
@@ -676,6 +684,9 @@ def gather(
         "secrets": gatherer.secret_files,
         "ranks": gatherer.ranks,
         "journal": lambda: journal_facts(options.journal_path),
+        "api": lambda: api_facts(
+            options.api_url, options.api_key_file, options.api_ca_file, options.api_smoke, options.timeout
+        ),
     }
     for section in SECTIONS:
         if section in wanted:

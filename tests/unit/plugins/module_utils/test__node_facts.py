@@ -473,7 +473,7 @@ def test_tool_resolution(tmp_path: pathlib.Path) -> None:
 
 # ---------------------------------------------------------------- memguard and ports (asked for by name)
 def test_memguard_ports_files_releases_and_weights_are_gathered_only_when_named(tmp_path: pathlib.Path) -> None:
-    named = {"memguard", "ports", "files", "releases", "weights", "secrets", "ranks", "journal"}
+    named = {"memguard", "ports", "files", "releases", "weights", "secrets", "ranks", "journal", "api"}
     assert set(SECTIONS) - set(DEFAULT_SECTIONS) == named
     node = gather(options(GB10, sections=("memory",), files=("/etc/hostname",)), FakeTools({}))
     assert not named & set(node)
