@@ -114,7 +114,7 @@ class ActionModule(ValidatedAction):
         )
         if self._task.check_mode:
             result["would"] = _boot_preflight.would_do(
-                plan, profile, facts, verdict["as_planned"], differences, verdict["restart"]
+                plan, profile, facts, verdict["as_planned"], differences, verdict["restart"], args["replace"]
             )
         if verdict["failed"]:
             result.update(
