@@ -62,7 +62,7 @@ def to_replace(plan: Mapping[str, Any], facts: Mapping[str, Any], as_planned: Ma
     """Host to whether the boot recreates the container of its rank's name that is there: one that does not serve
     as planned (the preflight FAILs it unless the operator asked to replace it), and, when any rank must start,
     one that does (a tensor-parallel group starts together: the preflight's ``restart``)."""
-    every = bool(as_planned) and all(as_planned.values()) and not replace
+    every = bool(as_planned) and all(as_planned.values())
     out: dict[str, bool] = {}
     for rank in plan["ranks"]:
         host = rank["host"]
