@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Sequence
@@ -117,6 +118,10 @@ DAEMONS: tuple[str, ...] = ("dockerd", "containerd")
 MEMORY_SAVER_PARAMETER = "uvm_pack_sysmem_leaf_tables"
 # `timeout`'s exit status when it stopped the command (124), or killed it after --kill-after (128 + 9).
 TIMEOUT_EXIT_CODES = (124, 137)
+# The NVIDIA Container Toolkit's hook: dockerd registers the "nvidia" device driver (what --gpus asks for) when it
+# finds it; looked for on the module's PATH and where the toolkit installs it.
+GPU_HOOK = "nvidia-container-runtime-hook"
+GPU_HOOK_DIRS: tuple[str, ...] = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/usr/local/sbin")
 # Every interface's IPv4 addresses in one call (iproute2's JSON output).
 IP_ADDR_ARGS: tuple[str, ...] = ("-j", "-4", "addr", "show")
 
@@ -444,7 +449,11 @@ class _Gatherer:
             return _docker_absent(str(error), None, options.container_name)
         if not os.path.exists(path):
             return _docker_absent(f"no Docker engine socket at {path}", path, options.container_name)
-        return docker_facts(self.engine_factory(path, options.timeout), options.container_name)
+        facts = docker_facts(self.engine_factory(path, options.timeout), options.container_name)
+        # Docker gives a container GPUs (--gpus, the device driver "nvidia") through the NVIDIA Container Toolkit's
+        # hook on dockerd's PATH, or its "nvidia" runtime (facts["runtimes"], from the engine)
+        facts["gpu_hook"] = shutil.which(GPU_HOOK, path=os.pathsep.join([os.environ.get("PATH", ""), *GPU_HOOK_DIRS]))
+        return facts
 
     # ------------------------------------------------------------ ranks
     def ranks(self) -> dict[str, Any]:
@@ -648,6 +657,9 @@ def _docker_absent(error: str, path: str | None, container_name: str | None) -> 
         "containers": [],
         "images": [],
         "container": {"exists": False, "name": container_name} if container_name else None,
+        "runtimes": None,
+        "default_runtime": None,
+        "gpu_hook": None,
     }
 
 

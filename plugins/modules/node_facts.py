@@ -401,6 +401,9 @@ node:
           C(created), C(labels)), C(images) (C(id), C(tags), C(digests), C(created), C(size), C(labels)) and
           C(container), the serving container (C(exists) false, or its C(state), C(image_id), C(labels), C(env),
           C(ulimits), C(mounts), ...).
+        - C(runtimes) (the engine's container runtimes by name, from C(/info); null when it does not say),
+          C(default_runtime), and C(gpu_hook) (the path of the NVIDIA Container Toolkit's
+          C(nvidia-container-runtime-hook), null when not found) - whether C(--gpus) can work there (C(window.yml)).
       returned: when asked for
       type: dict
     limits:

@@ -72,7 +72,8 @@ NEEDS_ROOT = {
     ("playbooks/rollback.yml", "Read the release to roll back to, whole"): RELEASES,
     (
         "playbooks/window.yml",
-        "Read every node's containers, images and memory guard, and the head's releases (one round trip each)",
+        "Read every node's GPUs, containers, images, Docker runtimes and memory guard, and the head's releases (one "
+        "round trip each)",
     ): f"{DOCKER}; {RELEASES}",
     (
         "playbooks/window.yml",

@@ -100,7 +100,7 @@ def test_gb10_runs_three_processes_and_four_requests(gb10_node: Any) -> None:
         [IP, "-j", "-4", "addr", "show"],
         show_argv(SYSTEMCTL, SERVICES),
     ]
-    assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json"]
+    assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json", "/info"]
     assert node["problems"] == []
     assert node["sections"] == list(DEFAULT_SECTIONS)
     assert list(node) == [*DEFAULT_SECTIONS, "sections", "problems", "elapsed_ms"]
