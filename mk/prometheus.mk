@@ -4,8 +4,10 @@
 #   make prometheus-check   promtool check rules (the collection's rules and sim3's thresholds, which
 #                           playbooks/prometheus_targets.yml writes) and promtool test rules
 #                           (extras/prometheus/tests/dgxspark.test.yml: every alert fires on one series and not on
-#                           another). promtool comes from Debian's prometheus package, installed when it is missing
-#                           (root only), with its service kept from starting (policy-rc.d for the install). The
+#                           another), and promtool check metrics on the guard's textfile (the unit test that the
+#                           units stage skips when promtool is not yet installed). promtool comes from Debian's
+#                           prometheus package, installed when it is missing (root only), with its service kept
+#                           from starting (policy-rc.d for the install). The
 #                           dashboard's metric names are checked by `make units` (tests/unit/test_prometheus.py).
 
 PROMTOOL ?= promtool
@@ -28,7 +30,9 @@ promtool-bin:
 	    [[ $$rc == 0 ]] || exit $$rc; fi
 	@$(PROMTOOL) --version 2>&1 | head -1
 
-prometheus-check: promtool-bin ## promtool check rules + promtool test rules (extras/prometheus)
+prometheus-check: promtool-bin venv ## promtool check rules + promtool test rules (extras/prometheus)
 	$(PROMTOOL) check rules $(PROMETHEUS_RULES)
 	$(PROMTOOL) check config --syntax-only extras/prometheus/prometheus.yml
 	cd extras/prometheus/tests && $(PROMTOOL) test rules dgxspark.test.yml
+	DGXSPARK_PROMTOOL="$$(command -v $(PROMTOOL))" $(VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    tests/unit/memguard/test_textfile.py -k promtool

@@ -7,8 +7,9 @@ stdout instead of using Display". A stdout callback that wraps Display.display, 
 does, writes its event markers to sys.stdout around the call when it takes the process for the main one; in a
 worker, ansible-core captures that and warns. This runs the wait_serving action in a real ansible-playbook with
 ANSIBLE_STDOUT_CALLBACK=json and such a wrapper enabled (an aggregate callback standing in for awx_display's
-wrapping), on this machine's Docker engine (a container that does not exist: the head's wait shows one line, then
-fails). The wait's line reaches the output, and no task but the control (a plain display.display) is warned about;
+wrapping), against a stand-in Docker engine on a Unix socket of the test's own (DOCKER_HOST, which rank_health reads:
+the container does not exist, so the head's wait shows one line, then fails), so that neither dockerd nor its state
+matters. The wait's line reaches the output, and no task but the control (a plain display.display) is warned about;
 the wait as it was before issue 28 is warned about too.
 """
 
@@ -16,15 +17,21 @@ from __future__ import annotations
 
 import json
 import os
+import socketserver
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 COLLECTIONS = ROOT / ".ansible" / "collections"
-OLD_COMMIT = "dc86be5"
+# the wait_serving action as it was at dc86be5, before issue 28 (a fixture, so that a shallow clone runs it too)
+OLD_WAIT = Path(__file__).with_name("fixtures") / "wait_serving_before_issue_28.py.txt"
 ERRANT = "errantly sent data directly to stdout"
 
 WRAPPER = '''
@@ -93,21 +100,46 @@ PLAYBOOK = """
 """
 
 
-def _run(tmp_path: Path) -> subprocess.CompletedProcess:
+class _NoSuchContainer(BaseHTTPRequestHandler):
+    """The Docker engine's answer to every request for a container that does not exist (404, the engine's JSON)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.dumps({"message": "No such container: dgxspark-test-no-such-container"}).encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet: a Unix socket's client has no address for http.server's log line."""
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+@contextmanager
+def _engine(path: Path) -> Iterator[str]:
+    """A stand-in engine listening on ``path`` while the block runs; yields its DOCKER_HOST URL."""
+    server = _UnixServer(str(path), _NoSuchContainer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"unix://{path}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _run(tmp_path: Path, docker_host: str) -> subprocess.CompletedProcess:
     (tmp_path / "callbacks").mkdir()
     (tmp_path / "callbacks" / "wrapping_display.py").write_text(WRAPPER)
     (tmp_path / "action_plugins").mkdir()
     (tmp_path / "action_plugins" / "plain_display.py").write_text(PLAIN)
-    old = subprocess.run(
-        ["git", "show", f"{OLD_COMMIT}:plugins/action/wait_serving.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if old.returncode != 0:
-        pytest.skip(f"no git history with {OLD_COMMIT}: {old.stderr.strip()}")
-    (tmp_path / "action_plugins" / "old_wait_serving.py").write_text(old.stdout)
+    (tmp_path / "action_plugins" / "old_wait_serving.py").write_text(OLD_WAIT.read_text())
     (tmp_path / "playbook.yml").write_text(PLAYBOOK)
     (tmp_path / "ansible.cfg").write_text("[defaults]\n")
     env = {
@@ -117,6 +149,7 @@ def _run(tmp_path: Path) -> subprocess.CompletedProcess:
         "ANSIBLE_CALLBACK_PLUGINS": str(tmp_path / "callbacks"),
         "ANSIBLE_CALLBACKS_ENABLED": "wrapping_display",
         "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"),
+        "DOCKER_HOST": docker_host,
     }
     playbook = Path(sys.executable).with_name("ansible-playbook")
     return subprocess.run(
@@ -131,11 +164,11 @@ def _run(tmp_path: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.skipif(not Path("/var/run/docker.sock").exists(), reason="needs this machine's Docker engine")
 def test_the_wait_shows_progress_through_display_only(tmp_path: Path) -> None:
     if not (COLLECTIONS / "ansible_collections" / "dgxspark" / "cluster").exists():
         pytest.skip("no collection link (make collection-link)")
-    proc = _run(tmp_path)
+    with _engine(tmp_path / "docker.sock") as docker_host:
+        proc = _run(tmp_path, docker_host)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     warned = [line for line in proc.stderr.splitlines() if ERRANT in line]
     assert len(warned) == 2, proc.stderr
