@@ -469,8 +469,11 @@ def lines(document: Mapping[str, Any]) -> list[str]:
             )
     out.append("disk of the weights:")
     for disk in document["disks"]:
+        if not disk.get("path"):
+            out.append(f"  {disk['host']}: none named (the profile has no host.weights_path)")
+            continue
         out.append(
-            f"  {disk['host']}: {disk.get('path') or '(no weights path)'}: {_gib(disk.get('available_bytes'))} free "
+            f"  {disk['host']}: {disk['path']}: {_gib(disk.get('available_bytes'))} free "
             f"of {_gib(disk.get('total_bytes'))}"
         )
     bench = document.get("bench")

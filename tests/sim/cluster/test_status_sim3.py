@@ -78,7 +78,19 @@ def test_a_serving_cluster_is_ok_and_a_status_writes_nothing(sim3):
         assert guard["phase"] == "steady" and guard["tripped"] is None, guard
         assert guard["mem_available_bytes"] > 0 and guard["mem_available_min_bytes"] > 0
         assert guard["last_decision"]["decision"] == "phase"
-    assert all(d["available_bytes"] > 0 for d in doc["disks"])
+    # the weights' disk: its free space where the profile names a weights path; sim3's profile names none today,
+    # and then the status says so rather than reporting some other disk
+    weights_path = json.loads((REPO / "inventories" / "sim3" / "serving-profile.json").read_text())["host"].get(
+        "weights_path"
+    )
+    assert [d["host"] for d in doc["disks"]] == list(HOSTS)
+    for disk in doc["disks"]:
+        if weights_path:
+            assert disk["path"] == weights_path and disk["available_bytes"] > 0, disk
+        else:
+            assert disk["path"] is None and disk["available_bytes"] is None, disk
+    if not weights_path:
+        assert flat.count("none named (the profile has no host.weights_path)") == 3, flat[-4000:]
 
     # nothing written: no file on the nodes newer than the stamp where a status could write, nothing on the
     # controller's benchmark folder

@@ -186,6 +186,18 @@ def test_a_healthy_cluster_is_ok_with_every_section() -> None:
     assert "/data/models: 500.00 GiB free of 3700.00 GiB" in text
 
 
+def test_a_profile_without_a_weights_path_shows_no_disk_and_says_why() -> None:
+    answers = healthy()
+    for result in answers.values():
+        result["node"]["disk"] = {"path": None, "available_bytes": None, "total_bytes": None}
+    doc = judge(answers)
+    assert doc["ok"] is True  # no weights path is not a degraded cluster
+    assert [d["path"] for d in doc["disks"]] == [None, None, None]
+    text = "\n".join(report.lines(doc))
+    assert text.count("none named (the profile has no host.weights_path)") == 3
+    assert "free of" not in text
+
+
 def test_a_real_h100_under_load_passes_and_a_latched_clock_degrades() -> None:
     loaded = h100_loaded_devices()
     answers = healthy()
