@@ -124,11 +124,12 @@ def test_a_rank_stopped_then_a_guard_tripped_are_degraded(sim3):
         tripped = [r for r in doc["degraded"] if "memory guard tripped" in r]
         assert any(r.startswith("sim3-worker2: memory guard tripped at") and "status test" in r for r in tripped), doc
         worker2 = next(g for g in doc["guards"] if g["host"] == "sim3-worker2")
-        assert worker2["tripped"]["reason"] == "a trip by hand (status test)"
+        assert worker2["tripped"]["reason"] == "by hand: a trip by hand (status test)"  # the guard says who
         assert worker2["last_decision"]["decision"] in ("trip", "stop-all")
         text = status()
         assert text.returncode != 0 and "TRIPPED at" in text.stdout
     finally:
-        cleared = playbook("playbooks/boot.yml", "-e", "boot_clear_trip=true")
+        # the stopped rank and the ones the trip stopped are left exited with the planned spec: replaced
+        cleared = playbook("playbooks/boot.yml", "-e", "boot_clear_trip=true", "-e", "boot_replace=true")
         assert cleared.returncode == 0, cleared.stdout[-6000:]
         assert playbook("playbooks/stop.yml").returncode == 0
