@@ -3,6 +3,7 @@
 #   make bench-node-facts   tools/bench_node_facts.py: node_facts against ping on sim3 and sim8
 #   make bench-memguard     tools/bench_memguard.py: the memory guard's CPU, memory and trip latency
 #   make bench-boot         tools/bench_boot.py: boot.yml --check against ping (sim3), sim8 against sim3, a real boot's overhead
+#   make bench-status       tools/bench_status.py: status.yml against ping on sim3 (issue 29: <= 1.5)
 #   make bench-peer         tools/bench_peer.py: our boot and stop against sparkrun's launch and stop on CLUSTER (default
 #                           sim3), same image and `vllm serve` arguments; ROUNDS (default 3), BENCH_PEER_ARGS for more
 #   make venv-sparkrun      .venv-sparkrun (Python 3.13) with sparkrun 0.4.2 from PyPI (requirements/sparkrun.in),
@@ -18,7 +19,7 @@ SPARKRUN_VERSION    := $(shell sed -n 's/^sparkrun==//p' requirements/sparkrun.i
 SPARKRUN_VENV_STAMP := $(SPARKRUN_VENV)/.installed-$(shell cat $(SPARKRUN_REQS) 2>/dev/null | sha256sum | cut -c1-16)
 ROUNDS              ?= 3
 
-.PHONY: bench-node-facts bench-memguard bench-boot bench-peer venv-sparkrun lock-sparkrun clean-sparkrun
+.PHONY: bench-node-facts bench-memguard bench-boot bench-status bench-peer venv-sparkrun lock-sparkrun clean-sparkrun
 
 bench-node-facts: venv ## tools/bench_node_facts.py: node_facts vs ping wall time on sim3 and sim8 (--up)
 	$(VENV)/bin/python tools/bench_node_facts.py --up
@@ -28,6 +29,9 @@ bench-memguard: venv ## tools/bench_memguard.py: memory guard CPU per sample, sh
 
 bench-boot: venv ## tools/bench_boot.py: boot.yml --check vs ping on sim3, sim8 vs sim3, a real boot beyond the load (--up)
 	$(VENV)/bin/python tools/bench_boot.py --up
+
+bench-status: venv ## tools/bench_status.py: status.yml vs ping on sim3, a ratio measured in one run (--up)
+	$(VENV)/bin/python tools/bench_status.py --up
 
 bench-peer: venv venv-sparkrun ## tools/bench_peer.py: boot/stop vs sparkrun run/stop on CLUSTER, same image and args
 	$(VENV)/bin/python tools/bench_peer.py --cluster $(CLUSTER) --rounds $(ROUNDS) $(BENCH_PEER_ARGS)

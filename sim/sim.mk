@@ -14,7 +14,8 @@ CLUSTER ?= sim3
 SIM_ENGINE ?= 1
 # stdlib-only scripts: any python3 runs them; the venv's when it is there.
 SIM_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
-SIM_PYTEST_ARGS ?=
+# the 30 slowest tests' times end the log, so that the stage's time can be read test by test
+SIM_PYTEST_ARGS ?= --durations=30
 # `make test` runs the simulated-cluster tests too (about a minute once the images are cached,
 # a couple of minutes cold); SIM_IN_TEST=0 leaves them out.
 SIM_IN_TEST ?= 1

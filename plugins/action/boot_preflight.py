@@ -4,9 +4,6 @@
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
 import time
 from typing import Any
 
@@ -21,6 +18,7 @@ from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.inventory im
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.plan.plan import bind
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight import boot as _boot_preflight
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.preflight.checks import CHECKS, preflight
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.by import run_by_vars
 
 
 class ActionModule(ValidatedAction):
@@ -116,7 +114,7 @@ class ActionModule(ValidatedAction):
         )
         if self._task.check_mode:
             result["would"] = _boot_preflight.would_do(
-                plan, profile, facts, verdict["as_planned"], differences, verdict["restart"]
+                plan, profile, facts, verdict["as_planned"], differences, verdict["restart"], args["replace"]
             )
         if verdict["failed"]:
             result.update(
@@ -133,15 +131,9 @@ class ActionModule(ValidatedAction):
 
 
 def _controller_user(task_vars: dict[str, Any]) -> str:
-    """Who boots: the AWX user who launched the job, else the controller's user at its host name."""
-    for name in ("awx_user_name", "tower_user_name"):
-        if task_vars.get(name):
-            return f"{task_vars[name]} (AWX)"
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
+    """Who boots: the AWX user, else the AWX schedule, else the controller's login at its host (one way to name who:
+    plugin_utils/release/by.py, the dgxspark.cluster.run_by lookup)."""
+    return run_by_vars(task_vars)
 
 
 def _guard_differences(

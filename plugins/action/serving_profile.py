@@ -85,8 +85,18 @@ class ActionModule(ValidatedAction):
             )
             return result
         warnings = plan["warnings"] if plan else [w.render() for w in profile.warnings]
-        for warning in warnings:
-            self._display.warning(warning)
+        waived = (
+            plan["waived"] if plan else [{"check": w.waived, "text": w.render()} for w in profile.warnings if w.waived]
+        )
+        if args["show_warnings"]:
+            # a rule the profile waives, with its reason, is the operator's own decision: said on one line by every
+            # run (docs/security.md, "What a waiver costs"), on stderr as warnings are, and listed whole by plan.yml
+            waived_texts = {w["text"] for w in waived}
+            for warning in warnings:
+                if warning not in waived_texts:
+                    self._display.warning(warning)
+            if waived:
+                self._display.display(_waived_line(src, waived), stderr=True)
         fabric = plan["fabric"] if plan else None
         if fabric and args["fabric_settings"] is not None:  # what node_facts reads for the fabric role, by host
             settings = fabric_settings_by_host(fabric, args["fabric_settings"], task_vars.get("hostvars", {}))
@@ -113,7 +123,10 @@ class ActionModule(ValidatedAction):
                     if plan
                     else f"no hosts of {named['head']}/{named['workers']} in this play, so no plan"
                 )
+                + ("" if args["show_warnings"] else _counted(warnings, waived))
             ),
+            warnings_found=warnings,
+            waived=waived,
         )
         return result
 
@@ -124,3 +137,20 @@ class ActionModule(ValidatedAction):
             return self._find_needle("files", src)
         except Exception:  # noqa: BLE001 - not found anywhere: report the path as given
             return src
+
+
+def _waived_line(src: str, waived: list[dict[str, str]]) -> str:
+    """One line for the rules the profile waives: their names, once each, and where to read them whole."""
+    checks = sorted({w["check"] for w in waived})
+    return (
+        f"waived by {src}: {', '.join(checks)} ({len(waived)} finding(s), each with the profile's reason; "
+        "playbooks/plan.yml lists them)"
+    )
+
+
+def _counted(warnings: list[str], waived: list[dict[str, str]]) -> str:
+    """``; 3 warning(s), 2 rule(s) waived`` for a run that does not show them, or ``; no warning``."""
+    waived_texts = {w["text"] for w in waived}
+    shown = [w for w in warnings if w not in waived_texts]
+    said = f"; {len(shown)} warning(s)" if shown else "; no warning"
+    return said + (f", {len(waived)} rule(s) waived by the profile, each with its reason" if waived else "")

@@ -25,7 +25,6 @@ _load_results = lazy("plugin_utils.bench.bench", "load_results")
 _image_plan = lazy("plugin_utils.release.images", "plan")
 _recover_settings = lazy("plugin_utils.release.recover", "Settings")
 _recover_decide = lazy("plugin_utils.release.recover", "decide")
-_recover_attempt_by = lazy("plugin_utils.release.recover", "attempt_by")
 _window_plan = lazy("plugin_utils.release.window", "plan")
 _window_closed = lazy("plugin_utils.release.window", "closed")
 _window_job_lines = lazy("plugin_utils.release.window", "job_lines")
@@ -126,17 +125,17 @@ def recover_decision(
     return _recover_decide(_by_host(facts, "recover_decision"), list(hosts or []), head, now, settings)
 
 
-def recover_attempt_by(login: Any, awx_user: Any = "", awx_schedule: Any = "") -> str:
-    return _recover_attempt_by(login, awx_user, awx_schedule)
-
-
 @_said("node_facts' answers by host")
-def window_plan(facts: Any, hosts: Any, head: str, chosen: Any, name: str, image: str) -> dict[str, Any]:
+def window_plan(
+    facts: Any, hosts: Any, head: str, chosen: Any, name: str, image: str, gpus: Any = True
+) -> dict[str, Any]:
     # a survey's list is comma-separated text
     chosen_hosts = (
         [h.strip() for h in chosen.split(",") if h.strip()] if isinstance(chosen, str) else list(chosen or [])
     )
-    return _window_plan(_by_host(facts, "window_plan"), list(hosts or []), head, chosen_hosts, str(name), str(image))
+    return _window_plan(
+        _by_host(facts, "window_plan"), list(hosts or []), head, chosen_hosts, str(name), str(image), gpus
+    )
 
 
 @_said("the window jobs' answers by host")
@@ -166,7 +165,6 @@ class FilterModule:
             "promote_bench_parameters": promote_bench_parameters,
             "image_plan": image_plan,
             "recover_decision": recover_decision,
-            "recover_attempt_by": recover_attempt_by,
             "window_plan": window_plan,
             "window_closed": window_closed,
             "window_job_lines": window_job_lines,

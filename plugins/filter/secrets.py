@@ -28,8 +28,10 @@ def _secrets(name: str, secrets: Any) -> Mapping[str, str]:
     return secrets
 
 
-def secret_values_refused(values: Any, secrets: Any) -> str:
-    return _values_refused(values, _secrets("secret_values_refused", secrets))
+def secret_values_refused(values: Any, secrets: Any, profile: Any = "", secrets_dir: Any = "") -> str:
+    return _values_refused(
+        values, _secrets("secret_values_refused", secrets), str(profile or ""), str(secrets_dir or "")
+    )
 
 
 def secret_files_given(secrets: Any, values: Any, directory: Any) -> list[dict[str, str]]:

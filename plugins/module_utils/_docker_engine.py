@@ -297,6 +297,8 @@ def docker_facts(engine: DockerEngine, container_name: str | None) -> dict[str, 
         "containers": [],
         "images": [],
         "container": {"exists": False, "name": container_name} if container_name else None,
+        "runtimes": None,
+        "default_runtime": None,
     }
     try:
         facts["engine"] = engine_summary(engine.get_ok("/version"))
@@ -309,11 +311,25 @@ def docker_facts(engine: DockerEngine, container_name: str | None) -> dict[str, 
                 facts["container"] = container_detail(data)
             elif status != 404:
                 raise DockerEngineError(f"GET /containers/{container_name}/json: HTTP {status}: {_message(data)}")
+        facts.update(runtime_summary(engine))
     except DockerEngineError as error:
         facts["error"] = str(error)
     finally:
         engine.close()
     return facts
+
+
+def runtime_summary(engine: DockerEngine) -> dict[str, Any]:
+    """The engine's container runtimes (``/info``: ``Runtimes``' names and ``DefaultRuntime``), what tells whether a
+    container may be given GPUs (the NVIDIA runtime); both None when the engine does not say (an unknown, not a no)."""
+    status, info = engine.get("/info")
+    if status != 200 or not isinstance(info, Mapping):
+        return {"runtimes": None, "default_runtime": None}
+    runtimes = info.get("Runtimes")
+    return {
+        "runtimes": sorted(str(name) for name in runtimes) if isinstance(runtimes, Mapping) else None,
+        "default_runtime": info.get("DefaultRuntime") if isinstance(info.get("DefaultRuntime"), str) else None,
+    }
 
 
 def demultiplex_logs(body: bytes) -> str:

@@ -126,6 +126,9 @@ def memguard_facts(
         "updated_utc": None,
         "state_age_s": None,
         "last_sample": None,
+        "mem_available_min": None,
+        "last_decision": None,
+        "floor_bytes": None,
         "tripped": None,
         "health": None,
         "peers": None,
@@ -146,6 +149,10 @@ def memguard_facts(
             updated_utc=utc_iso(updated),
             state_age_s=age,
             last_sample=state.get("last_sample"),
+            # status.yml's: the lowest MemAvailable since the boot's load began, the last decision, the floor
+            mem_available_min=_mapping(state.get("mem_available_min")),
+            last_decision=_mapping(state.get("last_decision")),
+            floor_bytes=(_mapping(state.get("phase_settings")) or {}).get("floor_bytes"),
             health=_health(state.get("health")),
             peers=_peers(state.get("peers")),
         )
@@ -167,6 +174,10 @@ def memguard_facts(
             "samples": samples,
         }
     return facts
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def _health(health: Any) -> dict[str, Any] | None:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Sequence
 
+from ansible_collections.dgxspark.cluster.plugins.module_utils._api_status import api_facts
 from ansible_collections.dgxspark.cluster.plugins.module_utils._docker_engine import (
     DEFAULT_DOCKER_HOST,
     DockerEngine,
@@ -99,11 +101,12 @@ SECTIONS: tuple[str, ...] = (
     "secrets",
     "ranks",
     "journal",
+    "api",
 )
 # What a plain call gathers: the memory guard, the sockets, the files, the releases, the weights' manifest, the
 # secrets' files, the rank containers' records and the boot's journal are asked for by name (a boot's preflight, a
-# recovery).
-DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-8]
+# recovery); the API on the head, by status.yml.
+DEFAULT_SECTIONS: tuple[str, ...] = SECTIONS[:-9]
 DEFAULT_CONTAINER_NAME = "vllm_dsv41"
 # where a stop or a boot's undo keeps the records of the ranks it removed (the boot role's boot_rank_records)
 DEFAULT_RANK_RECORDS_DIR = "/var/log/dgxspark-cluster/ranks"
@@ -115,6 +118,10 @@ DAEMONS: tuple[str, ...] = ("dockerd", "containerd")
 MEMORY_SAVER_PARAMETER = "uvm_pack_sysmem_leaf_tables"
 # `timeout`'s exit status when it stopped the command (124), or killed it after --kill-after (128 + 9).
 TIMEOUT_EXIT_CODES = (124, 137)
+# The NVIDIA Container Toolkit's hook: dockerd registers the "nvidia" device driver (what --gpus asks for) when it
+# finds it; looked for on the module's PATH and where the toolkit installs it.
+GPU_HOOK = "nvidia-container-runtime-hook"
+GPU_HOOK_DIRS: tuple[str, ...] = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/usr/local/sbin")
 # Every interface's IPv4 addresses in one call (iproute2's JSON output).
 IP_ADDR_ARGS: tuple[str, ...] = ("-j", "-4", "addr", "show")
 
@@ -190,6 +197,12 @@ class Options:
     """How many of each rank container's last log lines ``ranks`` returns."""
     journal_path: str = DEFAULT_JOURNAL_PATH
     """The boot's journal on the node (``journal``): a boot that did not finish left it."""
+    api_url: str | None = None
+    """The OpenAI API's base URL as this node reaches it (``api``: the head, over loopback)."""
+    api_key_file: str | None = None
+    api_ca_file: str | None = None
+    api_smoke: bool = False
+    """``api``: one streamed completion of one token after ``/v1/models``."""
 
 
 def ip_addr_argv(ip: str) -> list[str]:
@@ -436,7 +449,11 @@ class _Gatherer:
             return _docker_absent(str(error), None, options.container_name)
         if not os.path.exists(path):
             return _docker_absent(f"no Docker engine socket at {path}", path, options.container_name)
-        return docker_facts(self.engine_factory(path, options.timeout), options.container_name)
+        facts = docker_facts(self.engine_factory(path, options.timeout), options.container_name)
+        # Docker gives a container GPUs (--gpus, the device driver "nvidia") through the NVIDIA Container Toolkit's
+        # hook on dockerd's PATH, or its "nvidia" runtime (facts["runtimes"], from the engine)
+        facts["gpu_hook"] = shutil.which(GPU_HOOK, path=os.pathsep.join([os.environ.get("PATH", ""), *GPU_HOOK_DIRS]))
+        return facts
 
     # ------------------------------------------------------------ ranks
     def ranks(self) -> dict[str, Any]:
@@ -640,6 +657,9 @@ def _docker_absent(error: str, path: str | None, container_name: str | None) -> 
         "containers": [],
         "images": [],
         "container": {"exists": False, "name": container_name} if container_name else None,
+        "runtimes": None,
+        "default_runtime": None,
+        "gpu_hook": None,
     }
 
 
@@ -676,6 +696,9 @@ def gather(
         "secrets": gatherer.secret_files,
         "ranks": gatherer.ranks,
         "journal": lambda: journal_facts(options.journal_path),
+        "api": lambda: api_facts(
+            options.api_url, options.api_key_file, options.api_ca_file, options.api_smoke, options.timeout
+        ),
     }
     for section in SECTIONS:
         if section in wanted:

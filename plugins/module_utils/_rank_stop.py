@@ -85,6 +85,7 @@ def container_record(inspect: Mapping[str, Any], log_tail: list[str]) -> dict[st
         "status": state.get("Status"),
         "exit_code": state.get("ExitCode"),
         "oom_killed": state.get("OOMKilled"),
+        "restart_count": inspect.get("RestartCount"),
         "started_at": state.get("StartedAt"),
         "finished_at": state.get("FinishedAt"),
         "log_tail": log_tail,
@@ -139,7 +140,8 @@ def rank_facts(
             ident = str(item.get("Id"))
             inspect = inspect_container(engine, ident)
             if inspect is not None:  # else gone between the list and the look
-                facts["containers"].append(container_record(inspect, container_logs(engine, ident, log_lines)))
+                logs = container_logs(engine, ident, log_lines) if log_lines > 0 else []  # 0: no request for them
+                facts["containers"].append(container_record(inspect, logs))
     except (DockerEngineError, RankStopError) as error:
         facts["error"] = f"the Docker engine could not be asked: {error}"
     finally:

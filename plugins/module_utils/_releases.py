@@ -174,6 +174,8 @@ def summary(record: Mapping[str, Any]) -> dict[str, Any]:
         # None for a release recorded before host sections were hashed
         "host_sha256": record.get("host_sha256"),
         "evidence": sorted((record.get("evidence") or {}).keys()),
+        # where its benchmark run is kept on the controller that ran it (status.yml reads its figures)
+        "bench": (record.get("evidence") or {}).get("bench"),
         "last_event": events[-1] if events else None,
     }
 

@@ -91,6 +91,7 @@ SERVING_PROFILE = {
     "hosts": {"type": "list", "elements": "str"},
     **GROUPS,
     "discovered": {"type": "dict"},
+    "show_warnings": {"type": "bool", "default": True},
     # the fabric role's settings (its vars/main.yml fabric_fact_settings): given, the plan also names what node_facts
     # reads of each host for the role's converge-from-facts
     "fabric_settings": {

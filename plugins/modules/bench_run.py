@@ -94,6 +94,13 @@ options:
     description: A word added to the folder's name.
     type: str
     default: ""
+  nodes_after:
+    description:
+      - The node monitors' samples are added to the run after it (C(dgxspark.cluster.bench_nodes)), which then says
+        seed 000's figures - the minimum headroom among them - so C(table) leaves them out rather than say "not
+        measured" before the monitors stopped.
+    type: bool
+    default: false
   identity:
     description: What is benchmarked - profile, profile_hash, shape, model, hosts, image_ids - kept in the results.
     type: dict

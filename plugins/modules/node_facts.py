@@ -50,12 +50,13 @@ options:
     description:
       - Which parts to gather. Leave out parts a play does not need; C(fabric) reads the RDMA tree as well
         (for the netdev mapping and the GID addresses) but returns only the netdevs.
-      - C(memguard), C(ports), C(files), C(releases), C(weights), C(secrets), C(ranks) and C(journal) are gathered
-        only when named (a boot's preflight names them but C(ranks), which a recovery names).
+      - C(memguard), C(ports), C(files), C(releases), C(weights), C(secrets), C(ranks), C(journal) and C(api) are
+        gathered only when named (a boot's preflight names them but C(ranks), which a recovery names, and C(api),
+        which C(playbooks/status.yml) names on the head).
     type: list
     elements: str
     choices: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services, memguard, ports, files, releases,
-              weights, secrets, ranks, journal]
+              weights, secrets, ranks, journal, api]
     default: [memory, kernel, gpu, rdma, fabric, docker, limits, disk, services]
   fabric_interfaces:
     description:
@@ -208,6 +209,26 @@ options:
         Default is the one found on E(PATH) (and the usual system directories).
     type: path
     version_added: 0.1.0
+  api_url:
+    description:
+      - C(api) asks C(GET <api_url>/v1/models) (the profile's API as this node reaches it, such as
+        V(http://127.0.0.1:8000) on the head); without it C(api.error) says so.
+    type: str
+    version_added: 0.2.0
+  api_key_file:
+    description:
+      - A file on the node holding the API's key, sent as C(Authorization) (Bearer); read there, never returned.
+    type: path
+    version_added: 0.2.0
+  api_ca_file:
+    description: With an C(https) O(api_url), the PEM file the server's certificate is checked against.
+    type: path
+    version_added: 0.2.0
+  api_smoke:
+    description: C(api) also sends one streamed completion of one token (temperature 0) to the first model listed.
+    type: bool
+    default: false
+    version_added: 0.2.0
   timeout:
     description:
       - Seconds each tool (through coreutils C(timeout) when it is installed) and each Docker engine request may
@@ -380,6 +401,9 @@ node:
           C(created), C(labels)), C(images) (C(id), C(tags), C(digests), C(created), C(size), C(labels)) and
           C(container), the serving container (C(exists) false, or its C(state), C(image_id), C(labels), C(env),
           C(ulimits), C(mounts), ...).
+        - C(runtimes) (the engine's container runtimes by name, from C(/info); null when it does not say),
+          C(default_runtime), and C(gpu_hook) (the path of the NVIDIA Container Toolkit's
+          C(nvidia-container-runtime-hook), null when not found) - whether C(--gpus) can work there (C(window.yml)).
       returned: when asked for
       type: dict
     limits:
@@ -439,7 +463,10 @@ node:
           C(running) (the state's C(pid) is alive and the state is no older than its C(health.stale_after_s), 30 s
           when it has none; null without a state file), C(pid), C(phase), C(startup_overdue) (the last load's
           startup phase ran over its wait), C(startup_seconds) (how long it ran), C(trips), C(updated_utc),
-          C(state_age_s), C(last_sample), C(health) (the guard's own C(ok), C(problems),
+          C(state_age_s), C(last_sample), C(mem_available_min) (the lowest MemAvailable since the last load's startup
+          phase began or, before any, since the guard started - C(bytes), C(t), C(since); null from an older guard),
+          C(last_decision) (C(decision), C(time), C(phase), C(reason); null before any), C(floor_bytes) (the
+          current phase's floor; null in idle), C(health) (the guard's own C(ok), C(problems),
           C(write_errors), C(watchdog_s), C(stale_after_s), C(started); null from a guard that writes none),
           C(peers) (C(listening) and C(listen_error) of its peer listener, null with none; C(rejections), the
           connections refused; C(clock_skew), a peer's trip refused for its date),
@@ -490,7 +517,8 @@ node:
         - >-
           The collection's rank containers on the node, found by their C(dgxspark.cluster.rank) label whatever the
           profile says: C(containers), a record each (C(name), C(id), C(image), C(image_id), C(rank), C(shape),
-          C(spec_sha256), C(running), C(status), C(exit_code), C(oom_killed), C(started_at), C(finished_at),
+          C(spec_sha256), C(running), C(status), C(exit_code), C(oom_killed), C(restart_count), C(started_at),
+          C(finished_at),
           C(log_tail) with the last O(rank_log_lines) lines); C(records), the newest record a stop or a boot's
           undo saved in O(rank_records_dir) for each rank name (the same keys, and its C(path)), newest first;
           C(problems) (record files that could not be read); C(error) (why the Docker engine could not be asked).
@@ -503,6 +531,22 @@ node:
              log_tail: ["(RayWorker) CUDA error: out of memory"]}
         records: []
         problems: []
+    api:
+      description:
+        - >-
+          The OpenAI API as the node reaches O(api_url): C(url), C(answered) (HTTP 200 and a model list on
+          C(/v1/models)), C(status), C(models) (their ids), C(seconds), C(error) (why it did not answer) and
+          C(smoke) (with O(api_smoke): C(ok), C(ttft), C(e2e), C(output_tokens), C(error); else null).
+      returned: when asked for
+      type: dict
+      sample:
+        url: http://127.0.0.1:8000
+        answered: true
+        status: 200
+        models: [deepseek-v4.1-flash]
+        seconds: 0.004
+        error: null
+        smoke: null
     journal:
       description:
         - >-
@@ -691,6 +735,10 @@ ARGUMENT_SPEC = {
     "rank_records_dir": {"type": "path", "default": DEFAULT_RANK_RECORDS_DIR},
     "rank_log_lines": {"type": "int", "default": 20},
     "journal_path": {"type": "path", "default": DEFAULT_JOURNAL_PATH},
+    "api_url": {"type": "str"},
+    "api_key_file": {"type": "path", "no_log": False},
+    "api_ca_file": {"type": "path"},
+    "api_smoke": {"type": "bool", "default": False},
     "weights_hash_seconds": {"type": "float", "default": DEFAULT_HASH_SECONDS},
     "weights_cache_dir": {"type": "path", "default": DEFAULT_WEIGHTS_CACHE_DIR},
 }
@@ -748,6 +796,10 @@ def main() -> None:
         rank_records_dir=params["rank_records_dir"] or "",
         rank_log_lines=params["rank_log_lines"],
         journal_path=params["journal_path"],
+        api_url=params["api_url"],
+        api_key_file=params["api_key_file"],
+        api_ca_file=params["api_ca_file"],
+        api_smoke=params["api_smoke"],
         weights_cache_dir=params["weights_cache_dir"] or "",
         weights_hash_seconds=float(params["weights_hash_seconds"]),
         write_cache=not module.check_mode,

@@ -106,7 +106,7 @@ EXAMPLES = r"""
     operation: promote
     id: "{{ candidate_id }}"
     detail: "comparison passed: no regression beyond 3 %"
-    by: "{{ lookup('ansible.builtin.env', 'USER') }}"
+    by: "{{ lookup('dgxspark.cluster.run_by') }}"
 """
 
 RETURN = r"""

@@ -52,6 +52,15 @@ options:
         one late input; it sets each rank's NCCL environment and so its spec hash. Without it each host's
         C(fabric_nccl) variable is read (what the fabric role sets).
     type: dict
+  show_warnings:
+    description:
+      - Show each of the profile's (and the plan's) warnings as an Ansible warning, but for those of the rules the
+        profile waives (RV(waived)), which one line names. With V(false) none is shown; they are only
+        returned (RV(warnings_found)) and counted in RV(msg), for a run that checks many profiles and points at
+        where to read them (C(playbooks/demo.yml) validates every shipped profile this way).
+      - Errors are never hidden: they fail the task either way.
+    type: bool
+    default: true
   fabric_settings:
     description:
       - The fabric role's settings its converge-from-facts depends on (the role's C(fabric_fact_settings), its
@@ -123,6 +132,22 @@ shapes:
   returned: success
   type: list
   elements: str
+warnings_found:
+  description:
+    - The warnings of the profile and of the plan, each as it is shown; a waived rule's says V(waived) and its
+      reason. Shown as Ansible warnings unless O(show_warnings=false), except those of RV(waived).
+  returned: success
+  type: list
+  elements: str
+waived:
+  description:
+    - The findings of the rules the profile waives (its C(waivers), each with a reason), a part of
+      RV(warnings_found), each with C(check) (the waiver's name) and C(text) (the warning as shown). They are the
+      operator's own decision, so a run says them on one line (the checks' names, on stderr) rather than warning
+      about each; C(playbooks/plan.yml) lists them whole.
+  returned: success
+  type: list
+  elements: dict
 profile:
   description: The profile with defaults filled in.
   returned: success

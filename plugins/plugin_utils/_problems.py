@@ -36,6 +36,9 @@ class Problem:
     """The file the problem is in, when there is one."""
     line: int | None = None
     """The line of the file the JSON path points at (or its nearest parent that exists)."""
+    waived: str = ""
+    """The check the profile waives (``waivers``), with its reason in the message: a warning the operator accepted,
+    which a run lists rather than warns about again."""
 
     def __post_init__(self) -> None:
         # A problem never repeats a secret (_secrets): what it found, says or hints shows a secret's length only.
@@ -137,7 +140,9 @@ class Collector:
         """Record an error; a named ``check`` the profile waives becomes a warning that says why."""
         if check and check in self.waivers:
             message = f"waived {check} ({self.waivers[check]}): {message}"
-            self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source, self._line(where)))
+            self.items.append(
+                Problem(where, message, found, expected, hint, WARNING, self.source, self._line(where), check)
+            )
             return
         self.items.append(Problem(where, message, found, expected, hint, ERROR, self.source, self._line(where)))
 
@@ -145,9 +150,12 @@ class Collector:
         self, where: str, message: str, found: Any = None, expected: str = "", hint: str = "", check: str = ""
     ) -> None:
         """Record a warning; a named ``check`` the profile waives says why (it stays a warning)."""
-        if check and check in self.waivers:
+        waived = check if check and check in self.waivers else ""
+        if waived:
             message = f"waived {check} ({self.waivers[check]}): {message}"
-        self.items.append(Problem(where, message, found, expected, hint, WARNING, self.source, self._line(where)))
+        self.items.append(
+            Problem(where, message, found, expected, hint, WARNING, self.source, self._line(where), waived)
+        )
 
     @property
     def errors(self) -> list[Problem]:

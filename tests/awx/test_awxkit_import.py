@@ -48,6 +48,7 @@ PLAYBOOKS = (
     "promote",
     "images",
     "recover",
+    "status",
     "window",
 )
 FLEET_PLAYBOOKS = ("preflight", "boot", "stop", "bench", "recover")
@@ -470,7 +471,7 @@ def test_a_site_git_project_imports(caplog: pytest.LogCaptureFixture) -> None:
     run_import(awx, load(text), caplog)
     (project,) = awx.find("projects", name="dgxspark.cluster")
     assert (project["scm_type"], project["scm_url"], project["scm_branch"]) == ("git", SITE_GIT, "release")
-    assert len(awx.find("job_templates")) == 21
+    assert len(awx.find("job_templates")) == 22
     first = _snapshot(awx)
     run_import(awx, load(text), caplog)
     assert _snapshot(awx) == first
@@ -488,7 +489,7 @@ def test_a_manual_project_imports(caplog: pytest.LogCaptureFixture, monkeypatch:
     (project,) = awx.find("projects", name="dgxspark.cluster")
     assert (project["scm_type"], project["local_path"]) == ("", "dgxspark-cluster")
     assert "scm_url" not in project
-    assert len(awx.find("job_templates")) == 21
+    assert len(awx.find("job_templates")) == 22
     first = _snapshot(awx)
     run_import(awx, load(text), caplog)
     assert _snapshot(awx) == first

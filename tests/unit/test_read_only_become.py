@@ -63,12 +63,17 @@ NEEDS_ROOT = {
     ("playbooks/recover.yml", "Read the promoted release, whole"): RELEASES,
     ("playbooks/releases.yml", "Read the releases on the head"): RELEASES,
     ("playbooks/releases.yml", "Read every release with its evidence, for the benchmark history"): RELEASES,
+    (
+        "playbooks/status.yml",
+        "Read each node's ranks, guard, GPUs and weights' disk; the head's releases and API (one round trip each)",
+    ): f"{DOCKER}; the rank records (root's, 0700); {RELEASES}; the API key file (root's, 0600) when the API has one",
     ("playbooks/rollback.yml", "Read the releases on the head"): RELEASES,
     ("playbooks/rollback.yml", "Read what the head's rank runs (its spec label)"): DOCKER,
     ("playbooks/rollback.yml", "Read the release to roll back to, whole"): RELEASES,
     (
         "playbooks/window.yml",
-        "Read every node's containers, images and memory guard, and the head's releases (one round trip each)",
+        "Read every node's GPUs, containers, images, Docker runtimes and memory guard, and the head's releases (one "
+        "round trip each)",
     ): f"{DOCKER}; {RELEASES}",
     (
         "playbooks/window.yml",

@@ -146,6 +146,13 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
         "After a guard trip or a rank exit: state the cause from every node, and boot the promoted release again "
         "when it is not memory, a bounded number of times with backoff (fit for a schedule).",
     ),
+    "status": (
+        "playbooks/status.yml",
+        ((PLAYBOOK_SPEC, "status"),),
+        "Read-only: the cluster's status on one screen - the release that serves, every rank, the API, every memory "
+        "guard, the GPU clocks, the weights' disk, the last benchmark; fails when anything is degraded (fit for a "
+        "schedule).",
+    ),
     "window": (
         "playbooks/window.yml",
         ((PLAYBOOK_SPEC, "window"), BOOT_SPEC),

@@ -477,8 +477,10 @@ def render_comparison_markdown(comparison: Mapping[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------- the terminal
-def text_table(summary: Mapping[str, Any]) -> str:
-    """A compact plain-text table of a summary for a terminal: aligned columns, Max C under it."""
+def text_table(summary: Mapping[str, Any], seed: bool = True) -> str:
+    """A compact plain-text table of a summary for a terminal: aligned columns, Max C under it, then seed 000's
+    figures beside the run's (``seed``; bench.yml leaves them to bench_nodes when the node monitors' samples, the
+    minimum headroom among them, are added after the run)."""
     gate = summary["gate"]
     if not summary["figures"]:
         failed = ", ".join(gate["failed"]) or "no check listed"
@@ -530,7 +532,8 @@ def text_table(summary: Mapping[str, Any]) -> str:
             f"burst of {burst['size']}: {burst['ok']}/{burst['requests']} ok, aggregate "
             f"{_fmt(burst['aggregate_tps'], 1)} tok/s ({burst['output_tokens']} tokens in {_fmt(burst['span_s'], 2)} s)"
         )
-    lines += seed_lines(summary)
+    if seed:
+        lines += seed_lines(summary)
     return "\n".join(lines)
 
 

@@ -211,6 +211,7 @@ class Plan(TypedDict):
     """Host to what its preflight gathers and expects (:class:`Preflight`)."""
     kv: KV
     warnings: list[str]
+    waived: list[dict[str, str]]
 
 
 def build_plan(
@@ -293,6 +294,11 @@ def build_plan(
         },
         "kv": kv_inputs(profile.data, name, ranks[0]),  # type: ignore[typeddict-item]  # a KV's keys
         "warnings": [w.render() for w in _unique(profile.warnings + out.warnings)],
+        # the findings of the rules the profile waives, each with its reason (a part of warnings): said on one line
+        # by every run that plans, listed whole by plan.yml, and not warned about one by one
+        "waived": [
+            {"check": w.waived, "text": w.render()} for w in _unique(profile.warnings + out.warnings) if w.waived
+        ],
     }
 
 

@@ -328,9 +328,10 @@ def would_do(
     as_planned: Mapping[str, bool],
     differences: Mapping[str, Mapping[str, Sequence[str]]],
     restart: Sequence[str] = (),
+    replace: bool = False,
 ) -> list[str]:
     """What a boot would do on every node, a line or more per node: the roles' differences, the helpers it would
-    pause, the guard's phase, and the rank it would start or leave alone."""
+    pause, the guard's phase, and the rank it would start, replace (``replace``: boot_replace) or leave alone."""
     pausing = helpers_to_pause(plan, profile, facts)
     lines: list[str] = []
     for rank in plan["ranks"]:
@@ -353,12 +354,18 @@ def would_do(
             f"rank {rank['rank']} ({host}): "
             + (
                 "already serves as planned: left alone"
-                if as_planned.get(host) and host not in restart
-                else ("serves as planned, would restart with the other ranks " if host in restart else "would start ")
+                if as_planned.get(host) and host not in restart and not replace
+                else (
+                    "serves as planned, would be replaced (boot_replace) by "
+                    if as_planned.get(host) and replace
+                    else "serves as planned, would restart with the other ranks "
+                    if host in restart
+                    else "would start "
+                )
                 + f"{plan['container_name']} ({rank['image']}, spec {rank['spec_sha256'][:12]})"
             )
         )
-    every = bool(as_planned) and all(as_planned.values())
+    every = bool(as_planned) and all(as_planned.values()) and not replace
     lines.append(
         "check mode: the plan and the preflight passed. "
         + ("Every rank already serves as planned, so a boot would change nothing. " if every else "")

@@ -555,7 +555,8 @@ PROFILE = Node(
         "host": HOST,
         "waivers": Node(
             "map",
-            "Checks this profile knowingly fails, each with the reason; they are reported as warnings. Names: "
+            "Checks this profile knowingly fails, each with the reason; every run that plans names them on one "
+            "line, and playbooks/plan.yml lists each finding with its reason. Names: "
             + ", ".join(f"{k} ({v})" for k, v in WAIVABLE_CHECKS.items())
             + ".",
             values=Node("string", pattern=r"[^\x00-\x1f\x7f]{8,}", pattern_hint="a reason of at least 8 characters"),

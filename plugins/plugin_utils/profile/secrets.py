@@ -392,16 +392,38 @@ def serve_arg_secret(flag: str, values: Sequence[str]) -> str | None:
 VALUES_VAR = "dgxspark_secret_values"
 
 
-def values_refused(values: Any, secrets: Mapping[str, str]) -> str:
+# the secrets the profile's container.api names (the API's key and TLS files), not container.secrets
+API_SECRET_NAMES = ("vllm_api_key", "vllm_tls_certfile", "vllm_tls_keyfile")
+
+
+def values_refused(values: Any, secrets: Mapping[str, str], profile: str = "", secrets_dir: str = "") -> str:
     """Why the values given for the profile's ``secrets`` (name -> file on the nodes) are refused before anything is
     written, naming secrets only, never a value: not a mapping of name to text, a name the profile does not have
-    (its secrets listed), a value that is not text. Empty when they are fine."""
+    (its secrets listed, then the fix: name it in the profile first, or point the playbook at the profile that
+    does; ``profile``: the profile this run read, ``secrets_dir``: its host.secrets_dir), a value that is not text.
+    Empty when they are fine."""
     if not isinstance(values, Mapping):
         return f"give {VALUES_VAR}, a mapping of secret name to its text (from Ansible Vault or an AWX credential)"
     unknown = sorted(str(name) for name in values if name not in secrets)
     if unknown:
         known = ", ".join(sorted(str(name) for name in secrets)) or "none"
-        return f"not secrets of the profile: {', '.join(unknown)} (its secrets: {known})"
+        directory = (secrets_dir or "/etc/dgxspark/secrets").rstrip("/")
+        named = [name for name in unknown if name not in API_SECRET_NAMES]
+        fixes = []
+        if named:
+            files = ", ".join(f'"{name}": "{directory}/{name}"' for name in named)
+            fixes.append(f"name each in the profile's container.secrets first ({files})")
+        if len(named) < len(unknown):
+            fixes.append(
+                "give the API's key and TLS files in the profile's container.api first (api_key_file, tls.certfile, "
+                "tls.keyfile)"
+            )
+        where = f" (this run read {profile})" if profile else ""
+        return (
+            f"not secrets of the profile: {', '.join(unknown)} (its secrets: {known}). A secret is written only where "
+            f"the profile names its file: {'; '.join(fixes)}, or point the playbook at the profile that names them "
+            f"with -e dgxspark_profile=PATH{where}"
+        )
     not_text = sorted(str(name) for name, value in values.items() if not isinstance(value, str))
     if not_text:
         return "values that are not text: " + ", ".join(not_text)

@@ -200,6 +200,7 @@ def _check_cpuset(args: Sequence[str], where_of: Mapping[str, str], base: str, o
             "no --cpuset-cpus: seed 000 pins each rank to a CPU set (it does not publish which); "
             "set one per host in dgxspark_overrides.container.docker_run_args",
             expected='"--cpuset-cpus=<cpus>" per host (seed 000)',
+            check="cpuset-pinned",
         )
         return
     if not values:

@@ -331,13 +331,3 @@ def _event(event: Any) -> str:
         return "none"
     detail = f" ({event['detail']})" if event.get("detail") else ""
     return f"{event.get('event')} at {event.get('at')}{detail}"
-
-
-def attempt_by(login: Any, awx_user: Any = "", awx_schedule: Any = "") -> str:
-    """Who a recovery attempt is recorded as by, in the promoted release's history: the AWX user who launched the
-    job, else the AWX schedule that did, else the controller's login (``login``), else the controller."""
-    if awx_user:
-        return f"{awx_user} (AWX)"
-    if awx_schedule:
-        return f"AWX schedule {awx_schedule}"
-    return str(login) if login else "the controller"

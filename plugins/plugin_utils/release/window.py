@@ -12,7 +12,10 @@ window never stops a cluster it could not bring back:
 - no memory guard is tripped (the boot's preflight would refuse to restore; a trip is cleared on purpose first);
 - no window job runs already (one window at a time);
 - the job's image is on every chosen node (a window never pulls; playbooks/images.yml puts it there);
-- the job's name and nodes are valid.
+- a job given GPUs (``window_gpus: true``) has them on every chosen node: a GPU that ``nvidia-smi`` lists, and a
+  Docker engine that can give it to a container (the NVIDIA runtime, or the NVIDIA Container Toolkit's hook);
+  without them ``docker run --gpus`` fails with 'could not select device driver "nvidia"' after serving stopped;
+- the job's name, nodes and ``window_gpus`` are valid.
 
 The window is recorded in the promoted release's history: a ``window`` event "opened: ..." before serving stops,
 and "closed: ..." once it serves again. recover.yml reads an open window (a controller that died in it) as a
@@ -29,6 +32,10 @@ from ansible_collections.dgxspark.cluster.plugins.module_utils._window_job impor
 from ansible_collections.dgxspark.cluster.plugins.plugin_utils.profile.images import find_image
 
 EVENT = "window"
+# window_gpus: a boolean (the text ``-e window_gpus=false`` gives, too); anything else is refused, never guessed
+GPUS_TRUE = ("true", "yes")
+GPUS_FALSE = ("false", "no")
+GPU_HOOK = "nvidia-container-runtime-hook"
 OPENED = "opened: "
 CLOSED = "closed: "
 
@@ -39,6 +46,36 @@ def is_open(release: Mapping[str, Any] | None) -> bool:
     return last.get("event") == EVENT and str(last.get("detail") or "").startswith(OPENED)
 
 
+def gpus_wanted(value: Any) -> bool | None:
+    """``window_gpus`` as a boolean: true (every GPU of the job's nodes) or false (none), also as the text ``-e``
+    gives (``true``/``false``, ``yes``/``no``, any case). None for anything else (``"all"``, ``"none"``, ``0``,
+    ``[]``, null...): refused by :func:`plan`, never read as one or the other."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in GPUS_TRUE + GPUS_FALSE:
+        return value.strip().lower() in GPUS_TRUE
+    return None
+
+
+def gpu_problems(host: str, node: Mapping[str, Any]) -> list[str]:
+    """Why a job given GPUs could not have them on ``host`` (its ``node_facts``: ``gpu`` and ``docker``)."""
+    problems = []
+    gpu = node.get("gpu")
+    if not isinstance(gpu, Mapping) or not gpu.get("count"):
+        why = (gpu or {}).get("error") if isinstance(gpu, Mapping) else "its GPU was not looked at"
+        problems.append(f"{host}: no GPU here ({why or 'nvidia-smi lists none'})")
+    docker = node.get("docker") or {}
+    runtimes = docker.get("runtimes")
+    if "nvidia" not in (runtimes or []) and not docker.get("gpu_hook"):
+        said = "does not say its runtimes" if runtimes is None else f"has the runtimes {', '.join(runtimes) or 'none'}"
+        problems.append(
+            f"{host}: its Docker engine cannot give a container GPUs (it {said}, no 'nvidia' among them, and no "
+            f"{GPU_HOOK} here): docker run --gpus would fail with 'could not select device driver \"nvidia\"' "
+            "(install the NVIDIA Container Toolkit and restart Docker)"
+        )
+    return problems
+
+
 def plan(
     facts: Mapping[str, Any],
     hosts: Sequence[str],
@@ -46,13 +83,20 @@ def plan(
     chosen: Sequence[str],
     name: str,
     image: str,
+    gpus: Any = True,
 ) -> dict[str, Any]:
-    """May the window open? ``facts``: host to its registered ``node_facts`` answer (``docker``, ``memguard`` and,
-    on the head, ``releases``); ``hosts``: every node; ``chosen``: where the job runs; ``name``, ``image``: the
-    job's. Returns ``ok``, ``problems`` (why not), ``release`` (the promoted release's id), ``serving`` (the
-    nodes whose ranks run), ``hosts`` (the chosen ones), ``container``, ``opened`` (the history entry) and
-    ``msg`` (the report's lines)."""
+    """May the window open? ``facts``: host to its registered ``node_facts`` answer (``gpu``, ``docker``,
+    ``memguard`` and, on the head, ``releases``); ``hosts``: every node; ``chosen``: where the job runs; ``name``,
+    ``image``, ``gpus`` (``window_gpus``): the job's. Returns ``ok``, ``problems`` (why not), ``release`` (the
+    promoted release's id), ``serving`` (the nodes whose ranks run), ``hosts`` (the chosen ones), ``gpus`` (the
+    job's, a boolean), ``container``, ``opened`` (the history entry), ``msg`` (the report's lines) and ``would``
+    (what a real run would do: check mode's last line)."""
     problems: list[str] = []
+    wanted = gpus_wanted(gpus)
+    if wanted is None:
+        problems.append(
+            f"window_gpus: true (the job gets every GPU of its nodes, the default) or false (no GPU), found {gpus!r}"
+        )
     chosen = list(dict.fromkeys(chosen))
     if not chosen:
         problems.append("window_hosts: name at least one node to run the job on")
@@ -98,6 +142,11 @@ def plan(
                 f"{host}: image {image} is not here (a window never pulls: playbooks/images.yml puts an image on "
                 "the nodes)"
             )
+        if host in chosen and wanted:
+            problems += [
+                f"{problem}; or run a job that needs none with -e window_gpus=false"
+                for problem in gpu_problems(host, node)
+            ]
     releases = (nodes.get(head) or {}).get("releases") or {}
     promoted_id = releases.get("promoted")
     promoted = next((r for r in releases.get("releases") or [] if r.get("id") == promoted_id), None)
@@ -106,21 +155,29 @@ def plan(
             f"{head}: no promoted release: nothing to boot again after the window (boot.yml records the first one)"
         )
     where = ", ".join(chosen) or "no node"
+    devices = "with every GPU of its nodes" if wanted else "without GPUs"
     opened = f"{OPENED}job {name} ({image}) on {where}; serving stops"
     msg = [
-        f"window: job {name} ({image}) on {where}, then release {promoted_id} booted again"
+        f"window: job {name} ({image}) on {where} {devices}, then release {promoted_id} booted again"
         + (f"; serving now on {', '.join(serving)} stops first" if serving else "; nothing serves now"),
     ]
     msg += [f"refused: {problem}" for problem in problems]
+    stops = f"stop serving on {', '.join(sorted(serving))}" if serving else "find nothing serving"
+    would = (
+        f"check mode: the window may open. A real run would {stops}, run job {name} ({image}) on {where} {devices}, "
+        f"then boot release {promoted_id} again (its preflight above judged that boot). Nothing was changed."
+    )
     return {
         "ok": not problems,
         "problems": problems,
         "release": promoted_id,
         "serving": sorted(serving),
         "hosts": chosen,
+        "gpus": bool(wanted),
         "container": container_name(name),
         "opened": opened[:480],
         "msg": msg,
+        "would": would,
     }
 
 

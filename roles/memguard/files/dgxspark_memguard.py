@@ -602,7 +602,7 @@ class Guard:
         self.read_memory = read_memory
         self.read_psi = read_psi
         self.stop = stop
-        self.record = record
+        self.record = self._remembering(record)
         self.notify_peers = notify_peers
         self.phase = "idle"
         self.phase_since = 0.0
@@ -620,6 +620,18 @@ class Guard:
         self.tripped = tripped
         self.trips = 1 if tripped else 0
         self.samples_taken = 0
+        # what status.yml shows: the last decision taken, and the lowest MemAvailable since the last load began
+        # (a boot's startup phase) or, before any, since the guard started
+        self.last_decision: dict[str, Any] | None = None
+        self.mem_available_min: dict[str, Any] | None = None
+        self.min_since: float | None = None
+
+    def _remembering(self, record: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        def remember(decision: dict[str, Any]) -> None:
+            self.last_decision = {key: decision.get(key) for key in ("decision", "time", "phase", "reason")}
+            record(decision)
+
+        return remember
 
     # ---------------------------------------------------------------- commands
     def interval(self) -> float:
@@ -651,6 +663,7 @@ class Guard:
         if name == "startup":
             self.startup_overdue = False  # a new load; an overdue one stays on record until then
             self.startup_started, self.startup_ended = now, None
+            self.mem_available_min, self.min_since = None, round(self._when(now), 3)  # since this boot
         if name == "idle":
             self.low_since = None
         self.record(self._decision("phase", now, f"{before} -> {name}", **extra))
@@ -677,6 +690,10 @@ class Guard:
         psi = self.read_psi() if self.config.psi_full_avg10_max is not None else None
         sample: dict[str, Any] = {"t": round(self._when(now), 3), "mem_available": available, "psi_full_avg10": psi}
         self.samples_taken += 1
+        if self.min_since is None:
+            self.min_since = sample["t"]
+        if available is not None and (self.mem_available_min is None or available < self.mem_available_min["bytes"]):
+            self.mem_available_min = {"bytes": available, "t": sample["t"], "since": self.min_since}
         decision = None
         if self.phase == "startup" and now - self.phase_since > self.config.startup_wait_s:
             self.startup_overdue = True
@@ -787,6 +804,8 @@ class Guard:
             "low_since": self.low_since,
             "last_sample": self.samples[-1] if self.samples else None,
             "samples_taken": self.samples_taken,
+            "mem_available_min": self.mem_available_min,
+            "last_decision": self.last_decision,
             "container": self.config.container,
             "updated": self._when(now),
         }

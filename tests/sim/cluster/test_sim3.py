@@ -395,7 +395,7 @@ def test_boot_faults_stop_before_anything_changes(sim3, tmp_path):
     refused = playbook("playbooks/boot.yml", "-e", f"dgxspark_profile={unrenderable}")
     assert refused.returncode != 0
     flat = " ".join(refused.stdout.split())
-    assert "$.container.docker_run_args[6]: --publish is not allowed here" in flat, refused.stdout[-3000:]
+    assert "$.container.docker_run_args[8]: --publish is not allowed here" in flat, refused.stdout[-3000:]
     assert "Gather node facts" not in refused.stdout
     assert {node["host"]: node_state(node["host"]) for node in sim3["nodes"]} == before
     node_sh("sim3-worker2", "docker tag dgxspark-sim/engine:latest dgxspark-sim/engine:kept")

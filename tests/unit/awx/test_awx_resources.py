@@ -35,6 +35,7 @@ SPECS = {
     "dgxspark images": ("playbooks/images.yml", [(PLAYBOOK, "images")]),
     # recover.yml imports boot.yml
     "dgxspark recover": ("playbooks/recover.yml", [(PLAYBOOK, "recover"), BOOT]),
+    "dgxspark status": ("playbooks/status.yml", [(PLAYBOOK, "status")]),
     # window.yml imports boot.yml
     "dgxspark window": ("playbooks/window.yml", [(PLAYBOOK, "window"), BOOT]),
     # promote.yml imports boot.yml, bench.yml and rollback.yml
@@ -215,6 +216,21 @@ def _literal(expression: str) -> tuple[bool, Any]:
         ("bench", "playbooks/bench.yml", ("dgxspark_bench_", "dgxspark_cluster_groups")),
         ("compare", "playbooks/compare.yml", ("dgxspark_bench_dir", "dgxspark_compare_", "dgxspark_cluster_groups")),
         ("stop", "playbooks/stop.yml", ("stop_",)),
+        # the operator's variables (its own facts and play variables are named status_ too)
+        (
+            "status",
+            "playbooks/status.yml",
+            (
+                "status_logs",
+                "status_smoke",
+                "status_format",
+                "status_floor_margin",
+                "dgxspark_bench_dir",
+                "dgxspark_cluster_groups",
+                "boot_releases_dir",
+                "boot_rank_records",
+            ),
+        ),
         (
             "releases",
             "playbooks/releases.yml",

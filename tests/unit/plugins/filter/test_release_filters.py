@@ -52,15 +52,6 @@ def test_recover_decision_needs_node_facts_answers() -> None:
         FILTERS["recover_decision"](["not", "a", "mapping"], HOSTS, "spark-head", "2026-12-02T03:00:00Z")
 
 
-def test_a_recovery_attempt_is_by_the_awx_user_else_its_schedule_else_the_controller_s_login() -> None:
-    by = FILTERS["recover_attempt_by"]
-    assert by("ops", "alice", "nightly") == "alice (AWX)"
-    assert by("ops", "", "nightly") == "AWX schedule nightly"
-    assert by("ops") == "ops"
-    assert by("", "", "") == "the controller"
-    assert by(None) == "the controller"
-
-
 def test_what_a_window_job_did_is_its_message_or_why_it_did_not_run_then_its_log_tail() -> None:
     lines = FILTERS["window_job_lines"]
     ran = {"msg": "window job captions (img:1) succeeded in 12 s", "log_tail": ["done", "  42 files"]}

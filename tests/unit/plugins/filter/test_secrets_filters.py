@@ -30,7 +30,10 @@ DIRECTORY = "/etc/dgxspark/secrets"
         ([TOKEN], "give dgxspark_secret_values, a mapping"),
         (
             {"hf_token": TOKEN, "hf_tokn": TOKEN, "api": TOKEN},
-            "not secrets of the profile: api, hf_tokn (its secrets: hf_token, vllm_api_key)",
+            "not secrets of the profile: api, hf_tokn (its secrets: hf_token, vllm_api_key). A secret is written only "
+            'where the profile names its file: name each in the profile\'s container.secrets first ("api": '
+            '"/etc/dgxspark/secrets/api", "hf_tokn": "/etc/dgxspark/secrets/hf_tokn"), or point the playbook at the '
+            "profile that names them with -e dgxspark_profile=PATH",
         ),
         ({"hf_token": ["a", "list"], "vllm_api_key": 12}, "values that are not text: hf_token, vllm_api_key"),
     ],
@@ -41,10 +44,21 @@ def test_the_values_given_are_refused_naming_secrets_never_a_value(values: objec
     assert TOKEN not in refused
 
 
-def test_a_profile_without_secrets_says_so() -> None:
-    assert FILTERS["secret_values_refused"]({"hf_token": TOKEN}, {}) == (
-        "not secrets of the profile: hf_token (its secrets: none)"
+def test_a_profile_without_secrets_says_so_and_names_the_fix() -> None:
+    """Issue 29: secrets.yml as documented refused "not secrets of the profile: hf_token (its secrets: none)" without
+    saying that the profile must name the secret first, nor how to point the playbook at another profile."""
+    refused = FILTERS["secret_values_refused"](
+        {"hf_token": TOKEN}, {}, "inventories/sim3/serving-profile.json", "/srv/s"
     )
+    assert refused == (
+        "not secrets of the profile: hf_token (its secrets: none). A secret is written only where the profile names "
+        'its file: name each in the profile\'s container.secrets first ("hf_token": "/srv/s/hf_token"), or point the '
+        "playbook at the profile that names them with -e dgxspark_profile=PATH (this run read "
+        "inventories/sim3/serving-profile.json)"
+    )
+    api = FILTERS["secret_values_refused"]({"vllm_api_key": TOKEN}, {})
+    assert "give the API's key and TLS files in the profile's container.api first (api_key_file" in api
+    assert "container.secrets" not in api
     with pytest.raises(AnsibleFilterError, match="secret_values_refused: needs the plan's secrets"):
         FILTERS["secret_values_refused"]({}, None)
 

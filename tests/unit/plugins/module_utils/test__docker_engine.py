@@ -127,7 +127,23 @@ def test_docker_facts_over_a_socket() -> None:
     assert [c["name"] for c in facts["containers"]] == ["vllm_dsv41", "open-webui"]
     assert len(facts["images"]) == 4
     assert facts["container"]["exists"] is True
-    assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json"]
+    assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json", "/info"]
+
+
+def test_the_engines_runtimes_are_facts() -> None:
+    """/info's Runtimes (the NVIDIA runtime or not: whether --gpus can work), in the shape Docker's API documents;
+    an engine that does not answer /info says nothing (None), not "no runtime"."""
+    info = {
+        "Runtimes": {"runc": {"path": "runc"}, "nvidia": {"path": "nvidia-container-runtime"}},
+        "DefaultRuntime": "runc",
+    }
+    routes = {**docker_routes(), "/info": (200, json.dumps(info).encode())}
+    with fake_docker_engine(routes) as (path, _requests):
+        facts = docker_facts(DockerEngine(path, 5.0), None)
+    assert (facts["runtimes"], facts["default_runtime"], facts["error"]) == (["nvidia", "runc"], "runc", None)
+    with fake_docker_engine() as (path, _requests):
+        facts = docker_facts(DockerEngine(path, 5.0), None)
+    assert (facts["runtimes"], facts["default_runtime"], facts["present"]) == (None, None, True)
 
 
 def test_a_missing_container_is_a_fact() -> None:
@@ -140,7 +156,7 @@ def test_a_missing_container_is_a_fact() -> None:
 def test_no_container_asked_for() -> None:
     with fake_docker_engine() as (path, requests):
         facts = docker_facts(DockerEngine(path, 5.0), None)
-    assert facts["container"] is None and len(requests) == 3
+    assert facts["container"] is None and requests[-1] == "/info" and len(requests) == 4
 
 
 @pytest.mark.parametrize(

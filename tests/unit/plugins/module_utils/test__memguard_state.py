@@ -73,6 +73,10 @@ def test_a_steady_trip_with_its_samples(proc: pathlib.Path) -> None:
         "updated_utc": "2026-12-01T06:29:40Z",
         "state_age_s": 1.0,
         "last_sample": {"t": UPDATED, "mem_available": int(2.5 * GIB), "psi_full_avg10": None, "low": True},
+        # the lowest since the guard started (no load began in this trace), and the trip as the last decision
+        "mem_available_min": {"bytes": int(2.5 * GIB), "t": 1796106546.0, "since": 1796106540.0},
+        "last_decision": {"decision": "trip", "time": TRIPPED_AT, "phase": "steady", "reason": REASON},
+        "floor_bytes": 3 * GIB,
         "health": {
             "ok": True,
             "problems": [],
@@ -231,6 +235,9 @@ def test_a_fresh_node_has_no_guard(tmp_path: pathlib.Path) -> None:
             "updated_utc",
             "state_age_s",
             "last_sample",
+            "mem_available_min",
+            "last_decision",
+            "floor_bytes",
             "tripped",
             "health",
             "peers",

@@ -100,7 +100,7 @@ def test_gb10_runs_three_processes_and_four_requests(gb10_node: Any) -> None:
         [IP, "-j", "-4", "addr", "show"],
         show_argv(SYSTEMCTL, SERVICES),
     ]
-    assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json"]
+    assert requests == ["/version", "/containers/json?all=1", "/images/json", "/containers/vllm_dsv41/json", "/info"]
     assert node["problems"] == []
     assert node["sections"] == list(DEFAULT_SECTIONS)
     assert list(node) == [*DEFAULT_SECTIONS, "sections", "problems", "elapsed_ms"]
@@ -473,7 +473,7 @@ def test_tool_resolution(tmp_path: pathlib.Path) -> None:
 
 # ---------------------------------------------------------------- memguard and ports (asked for by name)
 def test_memguard_ports_files_releases_and_weights_are_gathered_only_when_named(tmp_path: pathlib.Path) -> None:
-    named = {"memguard", "ports", "files", "releases", "weights", "secrets", "ranks", "journal"}
+    named = {"memguard", "ports", "files", "releases", "weights", "secrets", "ranks", "journal", "api"}
     assert set(SECTIONS) - set(DEFAULT_SECTIONS) == named
     node = gather(options(GB10, sections=("memory",), files=("/etc/hostname",)), FakeTools({}))
     assert not named & set(node)

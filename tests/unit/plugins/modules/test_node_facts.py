@@ -108,7 +108,7 @@ def test_gb10_end_to_end(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
         "systemctl show --no-pager --property=Id,LoadState,ActiveState,SubState,UnitFileState,Result,NRestarts -- "
         + " ".join(SERVICES),
     ]
-    assert len(requests) == 4
+    assert len(requests) == 5  # /version, containers, images, the container, /info
     assert node["gpu"]["devices"][0]["memory_total_mib"] is None
     assert node["gpu"]["devices"][0]["clocks_graphics_mhz"] == 2522
     assert node["kernel"]["page_size"] == 65536 and "kho=off" in node["kernel"]["cmdline"]

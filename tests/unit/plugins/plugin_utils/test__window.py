@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.window import closed, is_open, plan
+from ansible_collections.dgxspark.cluster.plugins.plugin_utils.release.window import closed, gpus_wanted, is_open, plan
 
 HOSTS = ["spark-head", "spark-w1", "spark-w2"]
 HEAD = "spark-head"
@@ -27,7 +27,10 @@ def cluster() -> dict[str, Any]:
                 "present": True,
                 "containers": [copy.deepcopy(RANK)],
                 "images": [{"id": "sha256:" + "c" * 64, "tags": [IMAGE]}],
+                "runtimes": ["nvidia", "runc"],
+                "gpu_hook": None,
             },
+            "gpu": {"present": True, "error": None, "count": 1},
             "memguard": {"tripped": None},
         }
         if host == HEAD:
@@ -43,9 +46,15 @@ def test_a_serving_cluster_may_open_a_window_on_its_head() -> None:
     assert result["container"] == "dgxspark-window-captions"
     assert result["opened"] == f"opened: job captions ({IMAGE}) on spark-head; serving stops"
     assert result["msg"] == [
-        f"window: job captions ({IMAGE}) on spark-head, then release {PROMOTED} booted again; serving now on "
-        "spark-head, spark-w1, spark-w2 stops first"
+        f"window: job captions ({IMAGE}) on spark-head with every GPU of its nodes, then release {PROMOTED} booted "
+        "again; serving now on spark-head, spark-w1, spark-w2 stops first"
     ]
+    assert result["gpus"] is True
+    assert result["would"] == (
+        "check mode: the window may open. A real run would stop serving on spark-head, spark-w1, spark-w2, run job "
+        f"captions ({IMAGE}) on spark-head with every GPU of its nodes, then boot release {PROMOTED} again (its "
+        "preflight above judged that boot). Nothing was changed."
+    )
 
 
 @pytest.mark.parametrize(
@@ -130,3 +139,59 @@ def test_a_window_is_open_until_an_event_follows_its_opening() -> None:
     assert not is_open({"last_event": {"event": "window", "detail": "closed: h: succeeded; served again"}})
     assert not is_open({"last_event": {"event": "served again"}})
     assert not is_open(None)
+
+
+def sim_node(facts: dict[str, Any], host: str) -> None:
+    """A node as the simulated cluster's are: no nvidia-smi, and a Docker engine without the NVIDIA runtime."""
+    facts[host]["node"]["gpu"] = {"present": False, "error": "nvidia-smi not found", "count": 0}
+    facts[host]["node"]["docker"].update(runtimes=["io.containerd.runc.v2", "runc"], gpu_hook=None)
+
+
+def test_a_gpu_job_is_refused_where_it_could_never_start() -> None:
+    """window.yml --check passed on sim3, then the real run stopped serving and failed with 'could not select
+    device driver "nvidia"' (issue 29): a job given GPUs is judged against its nodes' GPUs and Docker runtimes."""
+    facts = cluster()
+    sim_node(facts, HEAD)
+    result = plan(facts, HOSTS, HEAD, [HEAD], "captions", IMAGE)
+    assert not result["ok"]
+    assert result["problems"] == [
+        "spark-head: no GPU here (nvidia-smi not found); or run a job that needs none with -e window_gpus=false",
+        "spark-head: its Docker engine cannot give a container GPUs (it has the runtimes io.containerd.runc.v2, runc, "
+        "no 'nvidia' among them, and no nvidia-container-runtime-hook here): docker run --gpus would fail with "
+        "'could not select device driver \"nvidia\"' (install the NVIDIA Container Toolkit and restart Docker); or "
+        "run a job that needs none with -e window_gpus=false",
+    ]
+    # the same job without GPUs may open; a node the job does not run on is not asked for GPUs
+    assert plan(facts, HOSTS, HEAD, [HEAD], "captions", IMAGE, gpus="false")["ok"]
+    assert plan(facts, HOSTS, HEAD, ["spark-w1"], "captions", IMAGE)["ok"]
+
+
+def test_the_toolkits_hook_is_enough_and_a_gpu_runtime_alone_is_not() -> None:
+    facts = cluster()
+    facts[HEAD]["node"]["docker"].update(runtimes=["runc"], gpu_hook="/usr/bin/nvidia-container-runtime-hook")
+    assert plan(facts, HOSTS, HEAD, [HEAD], "captions", IMAGE)["ok"]
+    facts[HEAD]["node"]["docker"].update(runtimes=None, gpu_hook=None)
+    assert "(it does not say its runtimes, no 'nvidia'" in plan(facts, HOSTS, HEAD, [HEAD], "c", IMAGE)["problems"][0]
+    facts = cluster()
+    facts[HEAD]["node"]["gpu"] = {"present": False, "error": "nvidia-smi lists no GPU", "count": 0}
+    assert plan(facts, HOSTS, HEAD, [HEAD], "captions", IMAGE)["problems"] == [
+        "spark-head: no GPU here (nvidia-smi lists no GPU); or run a job that needs none with -e window_gpus=false"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted"), [(True, True), ("true", True), ("Yes", True), (False, False), ("no", False)]
+)
+def test_window_gpus_is_a_boolean(value: Any, wanted: bool) -> None:
+    assert gpus_wanted(value) is wanted
+    result = plan(cluster(), HOSTS, HEAD, [HEAD], "captions", IMAGE, gpus=value)
+    assert result["ok"] and result["gpus"] is wanted
+
+
+@pytest.mark.parametrize("value", ["none", "all", 0, 1, "0", [], None, "", {"count": 1}])
+def test_any_other_window_gpus_is_refused_not_guessed(value: Any) -> None:
+    assert gpus_wanted(value) is None
+    result = plan(cluster(), HOSTS, HEAD, [HEAD], "captions", IMAGE, gpus=value)
+    assert result["problems"] == [
+        f"window_gpus: true (the job gets every GPU of its nodes, the default) or false (no GPU), found {value!r}"
+    ]
