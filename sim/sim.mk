@@ -48,7 +48,7 @@ sim-cut: ## make one cable pass nothing: make sim-cut CLUSTER=sim3 HOST=sim3-wor
 sim-mend: ## make that cable pass traffic again (same HOST= PORT=)
 	$(SIM_PYTHON) sim/cluster/simctl.py mend $(CLUSTER) $(HOST) $(PORT)
 
-sim-test: venv sim-docker ## pytest tests/sim: the stand-in engine, then sim3, sim4, sim8 in turn: up, checks, boots, down
+sim-test: venv sim-docker promtool-bin ## pytest tests/sim: the stand-in engine, then sim3, sim4, sim8 in turn: up, checks, boots, down
 	$(call stage,sim-test: pytest tests/sim (stand-in engine; simulated cluster on local Docker))
 	$(VENV)/bin/python -m pytest -p no:cacheprovider tests/sim/engine tests/sim/cluster $(SIM_PYTEST_ARGS)
 

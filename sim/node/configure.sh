@@ -23,10 +23,10 @@ mask getty.target console-getty.service getty@tty1.service serial-getty@.service
     apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer fstrim.timer \
     e2scrub_all.timer e2scrub_reap.service
 
-# The services the node is for, enabled as on a real Spark.
+# The services the node is for, enabled as on a real Spark (node_exporter as an operator who monitors it installs it).
 wants=$rootfs/etc/systemd/system/multi-user.target.wants
 mkdir -p "$wants"
-for unit in ssh.service docker.service containerd.service; do
+for unit in ssh.service docker.service containerd.service prometheus-node-exporter.service; do
     src=$(find "$rootfs/lib/systemd/system" "$rootfs/usr/lib/systemd/system" -maxdepth 1 -name "$unit" 2>/dev/null | head -1)
     [[ -n $src ]] || { echo "configure: unit $unit not found in $rootfs" >&2; exit 1; }
     ln -sfn "${src#"$rootfs"}" "$wants/$unit"

@@ -55,7 +55,8 @@ the state (phase, last sample, trips, health) is rewritten atomically in the sta
 A failed write (disk full, EIO) is counted and reported, never fatal. With ``textfile_dir`` set, the same
 state is also written, atomically at every sample, in Prometheus' text format for node_exporter's textfile
 collector (``dgxspark_memguard.prom``: phase, MemAvailable, floor, grace left, trips, the last decision's and
-the last sample's times, peers, samples taken). Under systemd (``Type=notify``)
+the last sample's times, peers, samples taken; in startup and steady, whether the rank's container runs, asked
+of the engine every few seconds in a thread of its own). Under systemd (``Type=notify``)
 the loop sends ``READY=1`` and then ``WATCHDOG=1`` at every sample. Standard library only: it runs on
 the nodes, with their system Python.
 """
@@ -78,6 +79,7 @@ import selectors
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -136,6 +138,8 @@ WILDCARDS = ("", "*", "0.0.0.0", "::", "[::]")
 # The Prometheus textfile (node_exporter's textfile collector reads the *.prom files of its directory; the
 # temporary file it is written through does not end in .prom, so a half-written file is never read).
 TEXTFILE_NAME = "dgxspark_memguard.prom"
+# How often the textfile's dgxspark_rank_container_running asks the engine whether the rank's container runs.
+CONTAINER_CHECK_INTERVAL = 5.0
 # The guard's own decisions: what "the last decision" of its metrics is. The records anyone on the network can
 # cause (peer-rejected, peer-clock-skew) and the listener's are left out, so they cannot make a hung guard look alive.
 OWN_DECISIONS = frozenset(
@@ -369,12 +373,16 @@ class DockerStopper:
         finally:
             connection.close()
 
-    def find(self) -> tuple[str | None, str]:
-        """(the full ID of the container named ``container`` with the label, or None; what was found)."""
+    def _ours(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(the containers named exactly ``container``, those of them with the label)."""
         listed = self._listed({"name": [self.container], "label": [self.label]})
         # the engine's name filter matches parts of names: only the exact name counts, and only with the label
         named = [c for c in listed if f"/{self.container}" in (c.get("Names") or [])]
-        ours = [c for c in named if self.label in (c.get("Labels") or {})]
+        return named, [c for c in named if self.label in (c.get("Labels") or {})]
+
+    def find(self) -> tuple[str | None, str]:
+        """(the full ID of the container named ``container`` with the label, or None; what was found)."""
+        named, ours = self._ours()
         if not ours:
             if named:
                 return None, f"container {self.container} has no {self.label} label: left alone"
@@ -383,6 +391,12 @@ class DockerStopper:
         if not CONTAINER_ID.fullmatch(ident):
             raise ValueError(f"the engine gave container {self.container} an ID that is not 64 hex digits")
         return ident, "found"
+
+    def running(self) -> bool:
+        """Whether the serving container (its exact name, with the label) runs: False when it is missing or in
+        any other state. Raises OSError, HTTPException or ValueError when the engine does not answer."""
+        _named, ours = self._ours()
+        return any(c.get("State") == "running" for c in ours)
 
     def _listed(self, filters: dict[str, list[str]]) -> list[dict[str, Any]]:
         query = quote(json.dumps(filters), safe="")
@@ -453,6 +467,42 @@ class DockerStopper:
             result["windows"] = windows
             result["ok"] = bool(result["ok"]) and all(w["ok"] for w in windows)
         return result
+
+
+class ContainerWatch:
+    """Whether the serving container runs, asked of the engine every ``interval_s`` in a thread of its own, so that
+    a slow or hung engine never delays a sample (for the textfile's dgxspark_rank_container_running only: the
+    guard's decisions never depend on it). ``current`` is None before the first answer, when the engine did not
+    answer, or when the last answer is older than three intervals (the engine hangs)."""
+
+    def __init__(self, running: Callable[[], bool], interval_s: float, monotonic: Callable[[], float]) -> None:
+        self.running = running
+        self.interval_s = interval_s
+        self.monotonic = monotonic
+        self.latest: tuple[float, bool | None] | None = None  # (when, the answer): replaced whole, never mutated
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="container-watch", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+
+    def _loop(self) -> None:
+        while not self.done.is_set():
+            try:
+                answer: bool | None = bool(self.running())
+            except (OSError, http.client.HTTPException, ValueError):
+                answer = None
+            self.latest = (self.monotonic(), answer)
+            self.done.wait(self.interval_s)
+
+    def current(self, now: float) -> bool | None:
+        latest = self.latest
+        if latest is None or now - latest[0] > 3 * self.interval_s:
+            return None
+        return latest[1]
 
 
 # ----------------------------------------------------------------------------- peers
@@ -896,14 +946,29 @@ METRICS: dict[str, tuple[str, str]] = {
     "dgxspark_memguard_peer_clock_skew_total": ("counter", "Signed peer messages refused for their date."),
     "dgxspark_memguard_health_ok": ("gauge", "1 when the guard has no problem to report (its state's health)."),
     "dgxspark_memguard_write_errors_total": ("counter", "Writes that failed (state, trip file, log, textfile)."),
+    "dgxspark_rank_container_running": (
+        "gauge",
+        "1 when the rank's container runs, 0 when not; only while the guard expects one (startup, steady).",
+    ),
 }
 
 
 def prometheus_text(
-    state: dict[str, Any], config: Config, now: float, last_decision: float | None, resolved: int | None = None
+    state: dict[str, Any],
+    config: Config,
+    now: float,
+    last_decision: float | None,
+    resolved: int | None = None,
+    container_running: bool | None = None,
 ) -> str:
     """The guard's ``state`` (Daemon.state at ``now``, monotonic) in Prometheus' text format (version 0.0.4);
-    ``last_decision`` is when it last decided, ``resolved`` how many of its peers' addresses resolved (all, if None).
+    ``last_decision`` is when it last decided, ``resolved`` how many of its peers' addresses resolved (all, if None),
+    ``container_running`` whether the rank's container runs (ContainerWatch; None: not known).
+
+    dgxspark_rank_container_running is written only in startup and steady, the phases in which a rank container
+    should run (the boot arms startup before it starts the rank; stop.yml and a boot's undo switch to idle after
+    they removed it): a cluster stopped on purpose has no such series, so nothing alerts on it. A tripped guard
+    stopped its container itself: 0 then, beside dgxspark_memguard_tripped 1.
 
     Series that do not apply are left out rather than written as 0: no floor, grace or grace left in idle (the
     guard never acts there), no PSI without PSI, no listener under the policy local. Times are Unix timestamps
@@ -955,6 +1020,8 @@ def prometheus_text(
     add("dgxspark_memguard_peer_clock_skew_total", peers.get("clock_skew_total", 0))
     add("dgxspark_memguard_health_ok", int(bool(health.get("ok", True))))
     add("dgxspark_memguard_write_errors_total", health.get("write_errors", 0))
+    if state["phase"] != "idle" and container_running is not None:
+        add("dgxspark_rank_container_running", int(container_running))
     lines = []
     for name, (kind, help_text) in METRICS.items():
         if not samples[name]:
@@ -1102,6 +1169,10 @@ class Daemon:
         except OSError as error:
             self._write_failed("decision log", error)
         stopper = DockerStopper(config.docker_socket, config.container, config.stop_timeout_s)
+        # whether the rank's container runs, for the textfile only (started by run())
+        self.container_watch = (
+            ContainerWatch(stopper.running, CONTAINER_CHECK_INTERVAL, monotonic) if self.textfile else None
+        )
         self.guard = Guard(
             config,
             lambda: read_mem_available(config.meminfo_path),
@@ -1478,7 +1549,8 @@ class Daemon:
         try:
             assert self.textfile is not None
             resolved = sum(1 for target in self.targets.values() if target is not None)
-            text = prometheus_text(state, self.config, now, self.last_decision, resolved)
+            running = None if self.container_watch is None else self.container_watch.current(now)
+            text = prometheus_text(state, self.config, now, self.last_decision, resolved, running)
             _write_text_atomic(self.textfile, text)
             self.write_problems.pop("metrics textfile", None)
         except OSError as error:
@@ -1714,6 +1786,8 @@ class Daemon:
         )
         next_sample = now
         ready = False
+        if self.container_watch is not None:
+            self.container_watch.start()
         while self.running:
             # the sampling clock is in charge: wait for the sockets no longer than the next sample (or the
             # first connection deadline), and each socket only gets what is there already
@@ -1743,6 +1817,8 @@ class Daemon:
                     ready = True
                 self.notify(f"WATCHDOG=1\nSTATUS=phase {self.guard.phase}{', TRIPPED' if self.guard.tripped else ''}")
         self.notify("STOPPING=1")
+        if self.container_watch is not None:
+            self.container_watch.stop()
         if self.stop_all is not None:
             self._finish_stop_all(self.clock(), "the guard stopped")
         self.record(self.guard._decision("exit", self.clock(), "stopped by a signal"))

@@ -33,9 +33,10 @@ SERVING_ID = "5e" * 32  # the serving container's full ID in the fake engine
 STOP = ("POST", f"/containers/{SERVING_ID}/stop?t=5")
 
 
-def container(name: str, ident: str, labelled: bool = True) -> dict[str, Any]:
+def container(name: str, ident: str, labelled: bool = True, state: str = "running") -> dict[str, Any]:
     """A container as the engine lists it (``GET /containers/json``)."""
-    return {"Id": ident, "Names": [f"/{name}"], "Labels": {"dgxspark.cluster.rank": "0"} if labelled else {}}
+    labels = {"dgxspark.cluster.rank": "0"} if labelled else {}
+    return {"Id": ident, "Names": [f"/{name}"], "Labels": labels, "State": state}
 
 
 class _EngineHandler(http.server.BaseHTTPRequestHandler):

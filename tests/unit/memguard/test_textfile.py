@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from daemon_rig import GIB, GRACE, HIGH, INTERVAL, LOW, SLACK, wait_for
+from daemon_rig import GIB, GRACE, HIGH, INTERVAL, LOW, SERVING_ID, SLACK, container, wait_for
 
 # `make prometheus-check`, which installs promtool first, runs this file again with DGXSPARK_PROMTOOL set: there the
 # promtool test fails when promtool is missing, so that it cannot skip through CI (the units stage runs earlier).
@@ -82,6 +82,92 @@ def test_idle_has_no_floor_and_unreadable_memory_is_nan(memguard: ModuleType, se
     assert "dgxspark_memguard_floor_bytes" not in found and "dgxspark_memguard_grace_left_seconds" not in found
     assert str(found["dgxspark_memguard_mem_available_bytes"]) == "nan"
     assert "dgxspark_memguard_last_decision_timestamp_seconds" not in found
+
+
+RUNNING = "dgxspark_rank_container_running"
+
+
+@pytest.mark.parametrize(
+    ("phase", "running", "written"),
+    [("steady", True, 1), ("startup", False, 0), ("steady", None, None), ("idle", False, None), ("idle", True, None)],
+)
+def test_the_rank_container_is_written_only_while_one_should_run(
+    memguard: ModuleType, settings: Callable, phase: str, running: bool | None, written: int | None
+) -> None:
+    """In startup and steady: 1 or 0 as the engine says, nothing when it did not say. In idle (nothing booted, or a
+    cluster stopped on purpose) never: DgxsparkRankDown must not fire on a stopped cluster."""
+    config = memguard.Config(settings())
+    guard = memguard.Guard(config, lambda: HIGH, lambda: None, lambda: {"ok": True}, lambda _d: None)
+    if phase != "idle":
+        guard.set_phase(phase, 1.0)
+    guard.sample(2.0)
+    state = {**guard.state(2.0), "peers": {}, "health": {}}
+    found = parse(memguard.prometheus_text(state, config, 2.0, None, container_running=running))
+    assert found.get(RUNNING) == written
+    assert not any(key.startswith("dgxspark_rank_container_running") and key != RUNNING for key in found)
+
+
+def test_the_watch_forgets_an_engine_that_stopped_answering(memguard: ModuleType) -> None:
+    answers: list[Any] = [True, OSError("connection refused")]
+
+    def ask() -> bool:
+        answer = answers.pop(0) if answers else True
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    now = [100.0]
+    watch = memguard.ContainerWatch(ask, 5.0, lambda: now[0])
+    assert watch.current(100.0) is None  # not asked yet
+    watch.start()
+    assert wait_for(lambda: watch.latest is not None, SLACK)
+    assert watch.current(100.0) is True
+    assert watch.current(116.0) is None  # older than three intervals: an engine that hangs is not an answer
+    watch.stop()
+    watch.thread.join(SLACK)
+    assert not watch.thread.is_alive()
+    failing = memguard.ContainerWatch(lambda: ask() and False, 5.0, lambda: now[0])
+    answers[:] = [OSError("connection refused")]
+    failing.start()
+    assert wait_for(lambda: failing.latest is not None, SLACK)
+    assert failing.current(100.0) is None  # the engine did not answer: no series rather than a false 0
+    failing.stop()
+
+
+def test_the_daemon_follows_the_rank_container(
+    memguard: ModuleType,
+    node: Callable,
+    start: Callable,
+    engine: Callable,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real daemon and a fake engine: no series in idle, 1 once startup is armed and the container runs, 0 when
+    it exits (and when it is gone), none again once the cluster is stopped on purpose (idle)."""
+    monkeypatch.setattr(memguard, "CONTAINER_CHECK_INTERVAL", INTERVAL)
+    settings = node("a", textfile_dir=str(tmp_path / "textfile"))
+    docker = engine("a")
+    guard = start(settings)
+    path = textfile(settings)
+
+    def written() -> dict[str, float]:
+        return parse(path.read_text(encoding="utf-8"))
+
+    assert wait_for(lambda: sum(method == "GET" for method, _path in docker.calls()) >= 2, SLACK)  # it asks in idle
+    guard.ask({"command": "status"})  # the state and the textfile are written before the answer
+    assert written()['dgxspark_memguard_phase{phase="idle"}'] == 1 and RUNNING not in written()
+    guard.ask({"command": "phase", "phase": "startup"})
+    assert wait_for(lambda: written().get(RUNNING) == 1, SLACK), written()
+    docker.containers = [container("vllm_dsv41", SERVING_ID, state="exited")]
+    assert wait_for(lambda: written().get(RUNNING) == 0, SLACK), written()
+    docker.containers = [container("vllm_dsv41", SERVING_ID, labelled=False)]  # someone else's: not the rank
+    guard.ask({"command": "phase", "phase": "steady"})
+    assert wait_for(lambda: written().get(RUNNING) == 0, SLACK), written()
+    docker.containers = [container("vllm_dsv41", SERVING_ID)]
+    assert wait_for(lambda: written().get(RUNNING) == 1, SLACK), written()
+    guard.ask({"command": "phase", "phase": "idle"})
+    assert wait_for(lambda: RUNNING not in written(), SLACK), written()
+    assert not docker.stops()  # watching never acts on a container
 
 
 @pytest.mark.skipif(
