@@ -55,10 +55,10 @@ options:
   show_warnings:
     description:
       - Show each of the profile's (and the plan's) warnings as an Ansible warning, but for those of the rules the
-        profile waives (RV(waived)), which one line names. With V(false) none is shown; they are only
-        returned (RV(warnings_found)) and counted in RV(msg), for a run that checks many profiles and points at
+        profile waives (RV(waived)), which one line names. With V(false) none is shown; they are only returned
+        (RV(warnings_found)) and counted in the task's C(msg), for a run that checks many profiles and points at
         where to read them (C(playbooks/demo.yml) validates every shipped profile this way).
-      - Errors are never hidden: they fail the task either way.
+      - Errors are never hidden, they fail the task either way.
     type: bool
     default: true
   fabric_settings:
