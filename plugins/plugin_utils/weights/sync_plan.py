@@ -117,8 +117,10 @@ def _address(
 def _conflicts(source: Mapping[str, Any], target: Mapping[str, Any]) -> list[str]:
     """Names that are a file on one side and a directory on the other: no copy can put one over the other."""
     found = []
-    for first, second, layout in ((source, target, "a directory on the source, a file here"),
-                                  (target, source, "a file on the source, a directory here")):
+    for first, second, layout in (
+        (source, target, "a directory on the source, a file here"),
+        (target, source, "a file on the source, a directory here"),
+    ):
         for name in first:
             parent = posixpath.dirname(name)
             while parent:
@@ -332,7 +334,9 @@ def _lines(out: Mapping[str, Any], path: str) -> list[str]:
             lines.append(
                 f"{where}: gets {len(target['send'])} of {source['files']} files, {human(target['bytes'])} "
                 f"({reasons}; {free}): "
-                + _named([f"{i['name']} ({i['reason']}{': ' + i['detail'] if i['detail'] else ''})" for i in target["send"]])
+                + _named(
+                    [f"{i['name']} ({i['reason']}{': ' + i['detail'] if i['detail'] else ''})" for i in target["send"]]
+                )
             )
         else:
             lines.append(f"{where}: matches {source['host']} ({source['files']} files), nothing to send")
@@ -342,11 +346,7 @@ def _lines(out: Mapping[str, Any], path: str) -> list[str]:
                 "(not hashed on one side yet), not sent"
             )
         if target["extra"]:
-            fate = (
-                "deleted (weights_delete)"
-                if target["delete"]
-                else "kept: only -e weights_delete=true deletes them"
-            )
+            fate = "deleted (weights_delete)" if target["delete"] else "kept: only -e weights_delete=true deletes them"
             lines.append(
                 f"{target['host']}: {len(target['extra'])} file(s) not on {source['host']}, {fate}: "
                 f"{_named(target['extra'])}"

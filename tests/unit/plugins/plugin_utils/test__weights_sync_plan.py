@@ -310,8 +310,9 @@ def test_unhashed_files_of_the_same_size_are_compared_by_size_and_said_so() -> N
         "the source spark-head has not hashed 8 of its 351 files yet: files of the same size there and on a target are "
         "compared by size alone (a larger weights_hash_seconds hashes them)"
     ]
-    assert "spark-w2: 8 file(s) of the same size compared by size alone (not hashed on one side yet), not sent" in (
-        result["lines"]
+    assert (
+        "spark-w2: 8 file(s) of the same size compared by size alone (not hashed on one side yet), not sent"
+        in (result["lines"])
     )
 
 
@@ -332,7 +333,9 @@ def test_the_plan_is_idempotent_once_the_sends_arrived() -> None:
     assert first["moving"] == ["spark-w1"]
     arrived = copy.deepcopy(facts)
     for item in target(first, "spark-w1")["send"]:
-        arrived["spark-w1"]["weights"]["files"][item["name"]] = dict(facts["spark-head"]["weights"]["files"][item["name"]])
+        arrived["spark-w1"]["weights"]["files"][item["name"]] = dict(
+            facts["spark-head"]["weights"]["files"][item["name"]]
+        )
     again = sync(arrived)
     assert (again["moving"], again["bytes"], again["refusal"]) == ([], 0, "")
 
