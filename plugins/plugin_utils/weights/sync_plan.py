@@ -197,6 +197,7 @@ def plan(
     def refuse(*why: str) -> dict[str, Any]:
         out["problems"].extend(why)
         out["refusal"] = "weights.yml: nothing was moved: " + "; ".join(out["problems"])
+        out["summary"] = f"refused ({len(out['problems'])} problem(s)): nothing moves"
         return out
 
     if network not in NETWORKS:

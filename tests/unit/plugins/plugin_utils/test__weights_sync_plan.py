@@ -145,6 +145,7 @@ def test_a_full_disk_is_refused_before_anything_moves_naming_node_needed_and_fre
         f"({2 * SHARD_BYTES:,} bytes, and 1.0 GiB kept free), has 5.0 GiB ({5 * 1024**3:,} bytes) free"
     )
     assert target(result, "spark-w2")["fits"] is False
+    assert result["summary"] == "refused (1 problem(s)): nothing moves"
     # the lines still say what would have moved
     assert any(line.startswith("spark-w2 (10.99.4.3, fabric): gets 2 of 351 files") for line in result["lines"])
 
