@@ -169,7 +169,8 @@ def plan(
     ``delete``: the files a target holds that the source lacks are deleted (else listed and kept).
 
     The answer: ``refusal`` (empty, or why nothing moves, before anything does), ``problems``, ``source`` (host,
-    address, network, file count, bytes), ``targets`` (one each: host, address, network, ``send`` (name, size,
+    address, network, file count, bytes), ``targets`` (one each: host, address, network, ``source_address`` (the
+    source's on that network), ``send`` (name, size,
     reason, detail), ``bytes``, ``unverified``, ``extra``, ``delete``, ``free_bytes``, ``needed_bytes``, ``fits``,
     ``moves``), ``moving`` and ``matching`` hosts, ``bytes`` and ``files`` in all, ``warnings``, ``lines`` (a few
     lines a node) and ``summary``."""
@@ -238,7 +239,7 @@ def plan(
         if bad:
             problems.extend(f"{host}: a name outside {weights_path}: {problem}" for problem in bad)
             continue
-        target = _target(host, files, held, fabric, management, network, source_network, bool(delete))
+        target = _target(host, source, files, held, fabric, management, network, source_network, bool(delete))
         conflicts = _conflicts(files, held)
         if conflicts:
             problems.append(f"{host}: {'; '.join(conflicts[:SHOWN])}: move or remove them by hand first")
@@ -280,6 +281,7 @@ def _reserve_text(reserve_bytes: int) -> str:
 
 def _target(
     host: str,
+    source: str,
     files: Mapping[str, Any],
     held: Mapping[str, Any],
     fabric: Mapping[str, Any],
@@ -302,6 +304,8 @@ def _target(
         "host": host,
         "address": address,
         "network": how,
+        # the source's address on the same network: a target without a fabric address is reached over management
+        "source_address": _address(source, fabric, management, how or "management")[0],
         "send": send,
         "bytes": sum(item["size"] for item in send),
         "by_reason": {reason: sum(1 for item in send if item["reason"] == reason) for reason in REASONS},

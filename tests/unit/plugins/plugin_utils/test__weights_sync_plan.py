@@ -287,6 +287,11 @@ def test_the_fabric_address_where_the_plan_has_one_else_management() -> None:
         "management",
     )
     assert (target(result, "spark-w2")["address"], target(result, "spark-w2")["network"]) == ("10.99.4.3", "fabric")
+    # each pair's source address is on the pair's network
+    assert (target(result, "spark-w1")["source_address"], target(result, "spark-w2")["source_address"]) == (
+        "192.168.1.10",
+        "10.99.4.1",
+    )
     managed = sync(facts, network="management")
     assert {t["network"] for t in managed["targets"]} == {"management"}
     assert managed["source"]["address"] == "192.168.1.10"
