@@ -249,6 +249,7 @@ CHANGES_A_NODE = {
     "dgxspark.cluster.rank_container",
     "dgxspark.cluster.window_job",
     "dgxspark.cluster.image_stream",
+    "dgxspark.cluster.weights_sync",
 }
 
 

@@ -170,7 +170,7 @@ def plan(
 
     The answer: ``refusal`` (empty, or why nothing moves, before anything does), ``problems``, ``source`` (host,
     address, network, file count, bytes), ``targets`` (one each: host, address, network, ``source_address`` (the
-    source's on that network), ``send`` (name, size,
+    source's on that network), ``send`` (name, size, sha256 (the source manifest's, null where not hashed yet),
     reason, detail), ``bytes``, ``unverified``, ``extra``, ``delete``, ``free_bytes``, ``needed_bytes``, ``fits``,
     ``moves``), ``moving`` and ``matching`` hosts, ``bytes`` and ``files`` in all, ``warnings``, ``lines`` (a few
     lines a node) and ``summary``."""
@@ -298,7 +298,15 @@ def _target(
         if reason == "unverified":
             unverified.append(name)
         elif reason:
-            send.append({"name": name, "size": int(wanted.get("size") or 0), "reason": reason, "detail": detail})
+            send.append(
+                {
+                    "name": name,
+                    "size": int(wanted.get("size") or 0),
+                    "sha256": wanted.get("sha256"),
+                    "reason": reason,
+                    "detail": detail,
+                }
+            )
     extra = sorted(name for name in held if name not in files)
     target = {
         "host": host,
