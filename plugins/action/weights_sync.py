@@ -24,13 +24,17 @@ class ActionModule(ImageStream):
         host = str(task_vars.get("inventory_hostname"))
         source, files = str(args["source"]), list(args["files"])
         total = sum(int(item.get("size") or 0) for item in files)
-        result.update(changed=False, host=host, arrived=[], moved_bytes=0, seconds=0.0, progress=[], resumed={})
+        result.update(
+            changed=False, host=host, arrived=[], moved_bytes=0, seconds=0.0, progress=[], resumed={}, staged=[]
+        )
         if not files:
             result["msg"] = f"{host}: nothing to send"
             return result
         what = f"{len(files)} file(s), {images.human(total)}, from {source} ({args['source_address']})"
         if self._task.check_mode:
-            result.update(changed=True, msg=f"{host}: would receive {what} (check mode)")
+            stage = transfer.staging_reason(args["ranks"])
+            where = f", staged (not put in place: {stage})" if stage else ""
+            result.update(changed=True, msg=f"{host}: would receive {what}{where} (check mode)")
             return result
         hostvars = task_vars.get("hostvars") or {}
         try:
@@ -50,6 +54,7 @@ class ActionModule(ImageStream):
         except images.TransferError as error:
             result.update(failed=True, msg=f"{host}: cannot reach {source} or {host} to send the weights: {error}")
             return result
+        stage = transfer.staging_reason(args["ranks"])
         secret = transfer.token()
         out = transfer.sync(
             argv[source],
@@ -82,10 +87,10 @@ class ActionModule(ImageStream):
             seconds=round(out.seconds, 1),
             progress=out.progress,
             resumed=out.resumed,
+            staged=out.staged,
             msg=out.msg,
         )
-        if out.cache:
-            result["warnings"] = [f"{host}: {out.cache}"]
+        result["warnings"] = [f"{host}: {text}" for text in (out.cache, out.msg if out.staged else "") if text]
         if not out.ok:
             result["failed"] = True
         return result

@@ -73,6 +73,7 @@ WEIGHTS_SYNC = {
     "weights_path": {"type": "str", "required": True},
     "files": {"type": "list", "elements": "dict", "required": True},
     "cache_dir": {"type": "str", "default": "/var/cache/dgxspark-cluster"},
+    "ranks": {"type": "dict"},
     "timeout": {"type": "int", "default": 86400},
     "idle_timeout": {"type": "int", "default": 300},
     "progress_every": {"type": "float", "default": 10},

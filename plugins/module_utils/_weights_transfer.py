@@ -20,7 +20,9 @@ SHA-256 is the source's for that many bytes (asked of the server): then the file
 request, and never starts from zero; otherwise it starts again. A file that arrived whole is compared with the
 source manifest's SHA-256 (the server's hash of the whole file where the manifest has none yet): a mismatch fails,
 naming the file. A match is moved into place (replacing a symlink, never writing through one) and remembered in the
-node's manifest cache (``_weights_manifest``), so that the next preflight does not hash it again.
+node's manifest cache (``_weights_manifest``), so that the next preflight does not hash it again. With ``stage``
+(ranks are running on the node) a checked file is left in the partial directory, not put in place: the next run
+without ``stage`` finds it whole (its SHA-256 the source's), moves no byte of it again, and puts it in place.
 """
 
 from __future__ import annotations
@@ -230,6 +232,7 @@ class _Puller:
         self.connection: http.client.HTTPConnection | None = None
         self.moved = 0
         self.reported = clock()
+        self.stage = bool(config.get("stage"))
         self.gone = threading.Event()
         """Set when the controller's connection closes: the file stops, its partial copy kept."""
 
@@ -264,7 +267,8 @@ class _Puller:
             self.reported = now
             self.emit({"event": "bytes", "moved": self.moved, "name": name})
 
-    def one(self, item: dict[str, Any], cache_entries: dict[str, Any]) -> None:
+    def one(self, item: dict[str, Any], cache_entries: dict[str, Any]) -> bool:
+        """Pull one file; True when it was checked and left staged (``stage``), False when it was put in place."""
         name, size, expected = str(item["name"]), int(item["size"]), item.get("sha256")
         problem = name_problem(name)
         if problem:
@@ -320,6 +324,8 @@ class _Puller:
                     self._count(name, len(block))
             except socket.timeout as error:
                 raise PullError(f"{name}: nothing came from the source for {self.timeout:.0f} s") from error
+            if not left:
+                response.read()  # the end of this answer (nothing, or an empty one), so the connection serves the next
             out.flush()
             os.fsync(out.fileno())
         if left:
@@ -332,10 +338,14 @@ class _Puller:
                 f"{name}: arrived with SHA-256 {got[:16]}..., the source's manifest says {str(wanted)[:16]}...: "
                 "not put in place"
             )
+        if self.stage:
+            self.emit({"event": "staged", "name": name, "sha256": got})
+            return True  # checked, and kept beside the weights: not put in place under a running rank
         os.replace(partial, final)
         info = os.stat(final)
         cache_entries[name] = {"size": info.st_size, "mtime_ns": info.st_mtime_ns, "sha256": got}
         self.emit({"event": "arrived", "name": name, "sha256": got})
+        return False
 
 
 def remember(root: str, entries: dict[str, Any], cache_dir: str = DEFAULT_CACHE_DIR) -> str:
@@ -381,12 +391,14 @@ def pull(config: dict[str, Any], emit: Emit, clock: Callable[[], float] = time.m
     if stdin is not None:
         _watch(stdin, puller.gone)
     arrived: dict[str, Any] = {}
+    staged: list[str] = []
     current = ""
     try:
         os.makedirs(root, 0o755, exist_ok=True)
         for item in config.get("files") or []:
             current = str(item.get("name"))
-            puller.one(item, arrived)
+            if puller.one(item, arrived):
+                staged.append(current)
         current = ""
     except PullError as error:
         failure = str(error)
@@ -400,9 +412,18 @@ def pull(config: dict[str, Any], emit: Emit, clock: Callable[[], float] = time.m
     note = remember(root, arrived, str(config.get("cache_dir", DEFAULT_CACHE_DIR)))
     emit({"event": "bytes", "moved": puller.moved, "name": current})
     if failure:
-        emit({"event": "failed", "msg": failure, "name": current, "arrived": sorted(arrived), "cache": note})
+        emit(
+            {
+                "event": "failed",
+                "msg": failure,
+                "name": current,
+                "arrived": sorted(arrived),
+                "cache": note,
+                "staged": staged,
+            }
+        )
         return 1
-    emit({"event": "done", "arrived": sorted(arrived), "moved": puller.moved, "cache": note})
+    emit({"event": "done", "arrived": sorted(arrived), "moved": puller.moved, "cache": note, "staged": staged})
     return 0
 
 

@@ -54,6 +54,14 @@ options:
     type: list
     elements: dict
     required: true
+  ranks:
+    description:
+      - The host's C(dgxspark.cluster.node_facts) C(ranks) section. Where a rank container is running (or the
+        section says its engine could not be asked), every file is received and checked but left staged under
+        C(<weights_path>/.dgxspark-partial/), not put in place under a running rank; the task warns so. The next run
+        with no rank running checks the staged copies (no byte moves again) and puts them in place.
+      - Omitted - the files go in place.
+    type: dict
   cache_dir:
     description: The host's weights hash cache directory (node_facts'); empty - not refreshed.
     type: str
@@ -111,6 +119,11 @@ moved_bytes:
   description: Bytes this run moved (a resumed file's kept part not counted).
   returned: always
   type: int
+staged:
+  description: The files received and checked but left staged (a rank is running), not put in place.
+  returned: always
+  type: list
+  elements: str
 resumed:
   description: The files continued from a partial copy, and from which byte.
   returned: always

@@ -125,6 +125,24 @@ class Outcome:
     resumed: dict[str, int] = field(default_factory=dict)
     progress: list[str] = field(default_factory=list)
     cache: str = ""
+    staged: list[str] = field(default_factory=list)
+
+
+def staging_reason(ranks: Mapping[str, Any] | None) -> str:
+    """Why the files must be staged rather than put in place (empty: they may go in place): a rank container running
+    on the node (node_facts' ``ranks`` section), or no way to tell (its engine could not be asked)."""
+    if not isinstance(ranks, Mapping):
+        return ""
+    running = sorted(
+        str(c.get("name") or c.get("id") or "?")
+        for c in ranks.get("containers") or []
+        if isinstance(c, Mapping) and c.get("running")
+    )
+    if running:
+        return f"a rank is running here ({', '.join(running)}): its weights are never changed under it"
+    if ranks.get("error"):
+        return f"whether a rank is running here cannot be told ({ranks['error']})"
+    return ""
 
 
 def progress_line(label: str, done: int, total: int, moved: int, seconds: float, name: str) -> str:
@@ -219,12 +237,22 @@ def sync(
     out.moved, out.seconds = moved, time.monotonic() - start
     if final:
         out.arrived = [str(name) for name in final.get("arrived") or []]
+        out.staged = [str(name) for name in final.get("staged") or []]
         out.cache = str(final.get("cache") or "")
     where = f" ({current})" if current else ""
     if stopped:
         out.msg = (
             f"{target}: {stopped} while receiving {current or 'the first file'} from {source}; "
             f"{len(out.arrived)} file(s) arrived and checked, a partial copy{where} is kept: run again to resume"
+        )
+    elif final and final.get("event") == "done" and puller.returncode == 0 and out.staged:
+        out.ok = True
+        out.msg = (
+            f"{target}: {len(out.staged)} file(s) from {source}, {human(skipped + moved)}, each SHA-256 checked, "
+            f"STAGED under {pull_config.get('root')}/.dgxspark-partial/ and NOT put in place: "
+            f"{pull_config.get('stage_reason') or 'asked to stage'}. Run weights.yml again once the ranks are stopped "
+            "(stop.yml; before the next boot.yml or rollback.yml): it checks the staged copies, moves no byte of them "
+            "again and puts them in place"
         )
     elif final and final.get("event") == "done" and puller.returncode == 0:
         out.ok = True

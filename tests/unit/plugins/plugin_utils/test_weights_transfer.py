@@ -248,3 +248,41 @@ def test_the_puller_stops_when_the_controller_goes_keeping_its_part(tmp_path: Pa
     assert (dest / item["name"]).read_bytes() == (src / item["name"]).read_bytes()
     assert ({"event": "resumed", "name": item["name"], "offset": kept} in said) == (kept > 0), (kept, said)
     os.close(server_keep)
+
+
+def test_beside_a_running_rank_files_are_staged_then_put_in_place_without_moving_again(
+    tmp_path: Path, source: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    src, files = source
+    dest, cache = tmp_path / "target", tmp_path / "cache"
+    dest.mkdir()
+    (dest / "config.json").write_bytes(b"the old one, bound into a running rank")
+    why = transfer.staging_reason({"containers": [{"name": "dgxspark-rank1", "running": True}], "error": None})
+    staged = _sync(src, dest, files, cache, pull={"stage": True, "stage_reason": why})
+    assert staged.ok, staged.msg
+    assert sorted(staged.staged) == sorted(f["name"] for f in files) and staged.arrived == []
+    assert "STAGED under" in staged.msg and "dgxspark-rank1" in staged.msg and "Run weights.yml again" in staged.msg
+    assert (dest / "config.json").read_bytes() == b"the old one, bound into a running rank"
+    assert not (dest / files[1]["name"]).exists()
+    placed = _sync(src, dest, files, cache)
+    assert placed.ok, placed.msg
+    assert placed.moved == 0, "the staged copies are checked and used, not moved again"
+    assert sorted(placed.arrived) == sorted(f["name"] for f in files)
+    for item in files:
+        assert (dest / item["name"]).read_bytes() == (src / item["name"]).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("ranks", "expected"),
+    [
+        (None, ""),
+        ({"containers": [], "error": None}, ""),
+        ({"containers": [{"name": "r0", "running": False}], "error": None}, ""),
+        ({"containers": [{"name": "r0", "running": True}], "error": None}, "a rank is running here (r0)"),
+        ({"containers": [], "error": "no Docker engine socket at /run/docker.sock"}, "cannot be told"),
+    ],
+)
+def test_staging_reason(ranks: Any, expected: str) -> None:
+    reason = transfer.staging_reason(ranks)
+    assert (expected in reason) if expected else reason == ""
+    assert bool(reason) == bool(expected)
