@@ -193,6 +193,7 @@ def plan(
         "lines": [],
         "summary": "",
         "refusal": "",
+        "report": [],
     }
 
     def refuse(*why: str) -> dict[str, Any]:
@@ -269,6 +270,7 @@ def plan(
             "the same size there and on a target are compared by size alone (a larger weights_hash_seconds hashes them)"
         )
     out["lines"] = _lines(out, weights_path)
+    out["report"] = report(facts, out, weights_path)
     if problems:
         return refuse(*problems)
     _summary(out, source, weights_path)
@@ -378,3 +380,37 @@ def _summary(out: dict[str, Any], source: str, path: str) -> None:
         f"{path}: {len(out['moving'])} of {targets} node(s) differ from {source} ({', '.join(out['moving'])}): "
         f"sends {out['files']} file(s), {human(out['bytes'])} in all{gone}"
     )
+
+
+def report(facts: Mapping[str, Any], out: Mapping[str, Any], path: str) -> list[str]:
+    """The model cache view (``weights.yml -e weights_report=true``): per node its model directory, its size, its
+    match against the source, and its free space."""
+    source = out["source"]["host"]
+    lines = []
+    for host in [source, *(target["host"] for target in out["targets"])]:
+        node = _node(facts, host) or {}
+        weights = node.get("weights") if isinstance(node.get("weights"), Mapping) else {}
+        free, why = _free(node)
+        space = f"{human(free)} free" if free is not None else why
+        if not weights.get("exists"):
+            held = f"{path} absent"
+        else:
+            held = f"{path}, {weights.get('file_count', 0)} files, {human(int(weights.get('total_bytes') or 0))}"
+            if weights.get("not_hashed"):
+                held += f" ({weights['not_hashed']} not hashed yet)"
+        if host == source:
+            match = "the source"
+        else:
+            target = next(t for t in out["targets"] if t["host"] == host)
+            if target["send"]:
+                reasons = ", ".join(f"{n} {r}" for r, n in target["by_reason"].items() if n)
+                sending = f"{len(target['send'])} file(s), {human(target['bytes'])} to send"
+                match = f"DIFFERS from {source}: {sending} ({reasons})"
+            elif target["unverified"]:
+                match = f"matches {source} by size ({len(target['unverified'])} file(s) not hashed on one side yet)"
+            else:
+                match = f"matches {source} (SHA-256)"
+            if target["extra"]:
+                match += f"; {len(target['extra'])} file(s) not on {source}"
+        lines.append(f"{host}: {held}; {match}; {space}")
+    return lines

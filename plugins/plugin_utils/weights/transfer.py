@@ -258,7 +258,7 @@ def sync(
         out.ok = True
         out.msg = (
             f"{target}: {len(out.arrived)} file(s) from {source}, {human(skipped + moved)} "
-            f"({human(moved)} moved{', resumed' if skipped else ''}) in {out.seconds:.0f} s, each SHA-256 checked"
+            f"({human(moved)} moved{', resumed' if skipped else ''}) in {out.seconds:.1f} s, each SHA-256 checked"
         )
     elif final:
         out.msg = f"{target}: {final.get('msg')} (from {source}; {len(out.arrived)} file(s) arrived and checked)"

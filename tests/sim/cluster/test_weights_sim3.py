@@ -228,3 +228,16 @@ def test_a_full_target_is_refused_before_anything_moves(weights_sim3):
         assert sha("sim3-worker1", "tokenizer.json") == "", "worker1 got a file although the plan was refused"
     finally:
         node_sh("sim3-worker2", f"umount {ROOT}", check=False)
+
+
+def test_the_model_cache_view(weights_sim3):
+    assert playbook(weights_sim3).returncode == 0
+    node_sh("sim3-worker2", f"rm {WEIGHTS}/config.json")
+    proc = playbook(weights_sim3, "-e", "weights_report=true")
+    assert proc.returncode == 0, said(proc)
+    assert f"sim3-head: {WEIGHTS}, " in proc.stdout and "; the source; " in proc.stdout, said(proc)
+    assert "sim3-worker1: " in proc.stdout and "matches sim3-head (SHA-256);" in proc.stdout, said(proc)
+    assert "sim3-worker2: " in proc.stdout and "DIFFERS from sim3-head: 1 file(s)" in proc.stdout, said(proc)
+    assert " free" in proc.stdout
+    assert sha("sim3-worker2", "config.json") == "", "the view moved a file"
+    assert all(counts["changed"] == 0 for counts in recap(proc).values()), said(proc)

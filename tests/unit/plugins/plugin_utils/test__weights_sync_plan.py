@@ -353,3 +353,28 @@ def test_the_filter_takes_the_playbooks_arguments() -> None:
     result = weights_sync_plan(facts, HOSTS, "spark-head", PATH, "", FABRIC, MANAGEMENT, "false", "fabric", "0")
     assert result["moving"] == ["spark-w2"] and result["delete"] is False and result["reserve_bytes"] == 0
     assert weights_sync_plan(facts, HOSTS, "spark-head", PATH, delete="yes")["delete"] is True
+
+
+def test_the_model_cache_view_names_dir_size_match_and_free_space() -> None:
+    facts = cluster()
+    del facts["spark-w1"]["weights"]["files"][SHARDS[0]]
+    facts["spark-w1"]["weights"]["file_count"] -= 1
+    facts["spark-w1"]["weights"]["total_bytes"] -= SHARD_BYTES
+    facts["spark-w2"]["weights"]["files"]["notes.txt"] = {"size": 5, "sha256": digest("notes")}
+    facts["spark-w2"]["disk"]["available_bytes"] = 3 * TIB
+    view = sync(facts)["report"]
+    assert len(view) == 3
+    head, w1, w2 = view
+    assert head == "spark-head: /models, 351 files, 475.0 GiB; the source; 2048.0 GiB free", head
+    assert "spark-w1: /models, 350 files" in w1 and "DIFFERS from spark-head: 1 file(s), " in w1 and "1 missing" in w1
+    assert "matches spark-head (SHA-256); 1 file(s) not on spark-head; 3072.0 GiB free" in w2, w2
+
+
+def test_the_model_cache_view_says_where_hashes_are_missing_and_space_unknown() -> None:
+    facts = cluster()
+    facts["spark-w1"]["weights"]["files"][SHARDS[1]]["sha256"] = None
+    facts["spark-w1"]["weights"]["not_hashed"] = 1
+    del facts["spark-w2"]["disk"]
+    view = sync(facts)["report"]
+    assert "(1 not hashed yet); matches spark-head by size (1 file(s) not hashed on one side yet)" in view[1], view
+    assert "its free space is unknown" in view[2], view
