@@ -112,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(403, "wrong token")
             return
         parts = urlsplit(self.path)
-        kind, _, quoted = parts.path.lstrip("/").partition("/")
+        kind, _slash, quoted = parts.path.lstrip("/").partition("/")
         name = unquote(quoted)
         if kind not in ("file", "sha256") or name not in self.server.names:
             self._refuse(404, f"not served: {name}")

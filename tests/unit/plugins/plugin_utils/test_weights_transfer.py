@@ -76,7 +76,7 @@ def test_files_arrive_checked_and_remembered(tmp_path: Path, source: tuple[Path,
     assert not list((dest / node.PARTIAL_DIR).rglob("*.safetensors"))
     assert out.moved == sum(f["size"] for f in files)
     assert any("ETA" in line and "of 5.0 MiB" in line for line in out.progress), out.progress
-    facts, _ = manifest.weights_facts(str(dest), cache_dir=str(cache), budget_seconds=0)
+    facts, _problems = manifest.weights_facts(str(dest), cache_dir=str(cache), budget_seconds=0)
     assert facts["from_cache"] == 3 and facts["hashed"]["files"] == 0
     assert {n: e["sha256"] for n, e in facts["files"].items()} == {f["name"]: f["sha256"] for f in files}
 
@@ -186,7 +186,7 @@ def test_the_server_refuses_a_wrong_token_and_unlisted_names(tmp_path: Path, sou
     config = {"root": str(src), "names": [files[0]["name"]], "address": "127.0.0.1", "token": "secret"}
     thread = threading.Thread(target=node.serve, args=(config, stdin, events.append), daemon=True)
     thread.start()
-    for _ in range(100):
+    for _attempt in range(100):
         if events:
             break
         threading.Event().wait(0.05)
@@ -230,7 +230,7 @@ def test_the_puller_stops_when_the_controller_goes_keeping_its_part(tmp_path: Pa
     server_in, server_keep = os.pipe()
     config = {"root": str(src), "names": [item["name"]], "address": "127.0.0.1", "token": "s"}
     threading.Thread(target=node.serve, args=(config, os.fdopen(server_in), events.append), daemon=True).start()
-    for _ in range(100):
+    for _attempt in range(100):
         if events:
             break
         threading.Event().wait(0.05)
