@@ -6,6 +6,8 @@
 #   make bench-status       tools/bench_status.py: status.yml against ping on sim3 (issue 29: <= 1.5)
 #   make bench-peer         tools/bench_peer.py: our boot and stop against sparkrun's launch and stop on CLUSTER (default
 #                           sim3), same image and `vllm serve` arguments; ROUNDS (default 3), BENCH_PEER_ARGS for more
+#   make bench-weights      tools/bench_weights.py: weights.yml against a plain copy over SSH on sim3, one target and two
+#                           (under flock /tmp/sim.lock: the simulated clusters are shared); ROUNDS (default 3)
 #   make venv-sparkrun      .venv-sparkrun (Python 3.13) with sparkrun 0.4.2 from PyPI (requirements/sparkrun.in),
 #                           pinned and hash-checked by requirements/constraints-sparkrun-py313.txt (as the
 #                           Makefile's venvs), for bench-peer only
@@ -19,7 +21,7 @@ SPARKRUN_VERSION    := $(shell sed -n 's/^sparkrun==//p' requirements/sparkrun.i
 SPARKRUN_VENV_STAMP := $(SPARKRUN_VENV)/.installed-$(shell cat $(SPARKRUN_REQS) 2>/dev/null | sha256sum | cut -c1-16)
 ROUNDS              ?= 3
 
-.PHONY: bench-node-facts bench-memguard bench-boot bench-status bench-peer venv-sparkrun lock-sparkrun clean-sparkrun
+.PHONY: bench-node-facts bench-memguard bench-boot bench-status bench-peer bench-weights venv-sparkrun lock-sparkrun clean-sparkrun
 
 bench-node-facts: venv ## tools/bench_node_facts.py: node_facts vs ping wall time on sim3 and sim8 (--up)
 	$(VENV)/bin/python tools/bench_node_facts.py --up
@@ -35,6 +37,9 @@ bench-status: venv ## tools/bench_status.py: status.yml vs ping on sim3, a ratio
 
 bench-peer: venv venv-sparkrun ## tools/bench_peer.py: boot/stop vs sparkrun run/stop on CLUSTER, same image and args
 	$(VENV)/bin/python tools/bench_peer.py --cluster $(CLUSTER) --rounds $(ROUNDS) $(BENCH_PEER_ARGS)
+
+bench-weights: venv ## tools/bench_weights.py: weights.yml vs a plain copy over SSH on sim3, one target and two at once
+	flock /tmp/sim.lock $(VENV)/bin/python tools/bench_weights.py --rounds $(ROUNDS)
 
 venv-sparkrun: $(SPARKRUN_VENV_STAMP) ## .venv-sparkrun: sparkrun (pinned) for tools/bench_peer.py
 

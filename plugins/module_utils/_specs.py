@@ -66,6 +66,19 @@ IMAGE_STREAM = {
     "docker": {"type": "str", "default": "docker"},
 }
 
+WEIGHTS_SYNC = {
+    "source": {"type": "str", "required": True},
+    "source_address": {"type": "str", "required": True},
+    "address": {"type": "str", "required": True},
+    "weights_path": {"type": "str", "required": True},
+    "files": {"type": "list", "elements": "dict", "required": True},
+    "cache_dir": {"type": "str", "default": "/var/cache/dgxspark-cluster"},
+    "ranks": {"type": "dict"},
+    "timeout": {"type": "int", "default": 86400},
+    "idle_timeout": {"type": "int", "default": 300},
+    "progress_every": {"type": "float", "default": 10},
+}
+
 MEMGUARD_PLAN = {
     "host_section": {"type": "dict", "required": True},
     "container_name": {"type": "str", "default": ""},

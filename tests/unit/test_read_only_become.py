@@ -55,6 +55,9 @@ NEEDS_ROOT = {
         f"{DOCKER}; {RELEASES}"
     ),
     ("playbooks/promote.yml", "Read the releases on the head"): RELEASES,
+    ("playbooks/weights.yml", "Read every node's weights manifest and free space, one round trip each"): (
+        "the weights' hash cache (root's): as the login it is not trusted, and every file is hashed again"
+    ),
     ("playbooks/promote.yml", "Read the promoted release whole"): RELEASES,
     (
         "playbooks/recover.yml",
@@ -251,6 +254,7 @@ CHANGES_A_NODE = {
     "dgxspark.cluster.rank_container",
     "dgxspark.cluster.window_job",
     "dgxspark.cluster.image_stream",
+    "dgxspark.cluster.weights_sync",
 }
 
 

@@ -140,6 +140,12 @@ TEMPLATES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
         "Put a release's image (the promoted one's by default) on the nodes that lack it, streamed from the head over "
         "SSH and its ID checked on arrival; never from a registry unless asked. Run it when a preflight names it.",
     ),
+    "weights": (
+        "playbooks/weights.yml",
+        ((PLAYBOOK_SPEC, "weights"),),
+        "Put the profile's weights on every node that lacks them or differs, from the head (or a named node) over the "
+        "fabric: planned first, resumable, each file's SHA-256 checked on arrival; staged beside a running rank.",
+    ),
     "recover": (
         "playbooks/recover.yml",
         ((PLAYBOOK_SPEC, "recover"), BOOT_SPEC),

@@ -153,7 +153,7 @@ def _verdict(
         return (
             FAIL,
             f"{path}: {len(found)} file(s) differ from the other nodes: {shown}; copy the weights again from a node "
-            f"that matches{fix}, then run the preflight again",
+            f"that matches{fix} with playbooks/weights.yml (-e weights_source=HOST), then run the preflight again",
         )
     count, total = manifest.get("file_count", len(manifest["files"])), manifest.get("total_bytes", 0)
     how = (

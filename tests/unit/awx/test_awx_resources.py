@@ -33,6 +33,7 @@ SPECS = {
     # rollback.yml imports boot.yml
     "dgxspark rollback": ("playbooks/rollback.yml", [(PLAYBOOK, "rollback"), BOOT]),
     "dgxspark images": ("playbooks/images.yml", [(PLAYBOOK, "images")]),
+    "dgxspark weights": ("playbooks/weights.yml", [(PLAYBOOK, "weights")]),
     # recover.yml imports boot.yml
     "dgxspark recover": ("playbooks/recover.yml", [(PLAYBOOK, "recover"), BOOT]),
     "dgxspark status": ("playbooks/status.yml", [(PLAYBOOK, "status")]),

@@ -86,7 +86,8 @@ def add(name: str) -> Any:
             {"spark-w5": drop(SHARDS[47])},
             {
                 "spark-w5": f"{PATH}: 1 file(s) differ from the other nodes: {SHARDS[47]}: missing (on spark-head "
-                "and 6 others); copy the weights again from a node that matches (such as spark-head), then run the "
+                "and 6 others); copy the weights again from a node that matches (such as spark-head) with "
+                "playbooks/weights.yml (-e weights_source=HOST), then run the "
                 "preflight again"
             },
             id="a shard missing",
