@@ -47,6 +47,7 @@ PLAYBOOKS = (
     "rollback",
     "promote",
     "images",
+    "weights",
     "recover",
     "status",
     "window",
@@ -471,7 +472,7 @@ def test_a_site_git_project_imports(caplog: pytest.LogCaptureFixture) -> None:
     run_import(awx, load(text), caplog)
     (project,) = awx.find("projects", name="dgxspark.cluster")
     assert (project["scm_type"], project["scm_url"], project["scm_branch"]) == ("git", SITE_GIT, "release")
-    assert len(awx.find("job_templates")) == 22
+    assert len(awx.find("job_templates")) == 23  # with dgxspark status (issue 29) and dgxspark weights (issue 30)
     first = _snapshot(awx)
     run_import(awx, load(text), caplog)
     assert _snapshot(awx) == first
@@ -489,7 +490,7 @@ def test_a_manual_project_imports(caplog: pytest.LogCaptureFixture, monkeypatch:
     (project,) = awx.find("projects", name="dgxspark.cluster")
     assert (project["scm_type"], project["local_path"]) == ("", "dgxspark-cluster")
     assert "scm_url" not in project
-    assert len(awx.find("job_templates")) == 22
+    assert len(awx.find("job_templates")) == 23  # with dgxspark status (issue 29) and dgxspark weights (issue 30)
     first = _snapshot(awx)
     run_import(awx, load(text), caplog)
     assert _snapshot(awx) == first
